@@ -1,0 +1,30 @@
+# Two commands a new user needs: `make demo` and `make test`.
+# Both create their own virtual environment from nothing but Python 3.11.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gmmv run configs/quickstart.yaml --force
+	$(BIN)/gmmv summarize results/quickstart.zarr
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

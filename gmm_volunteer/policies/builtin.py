@@ -1,0 +1,1 @@
+"""Imports the built-in policies so that their registrations run."""

@@ -1,0 +1,47 @@
+"""What one simulation run hands to the result writer (docs/formats.md, section 2).
+
+Plain NumPy arrays named like the variables of the result store, so that the engine
+never imports xarray or zarr and the writer never touches simulator state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+NODE_CLASSES = ("server", "user")
+EVENTS = ("start", "complete", "abort", "reset", "cancel")
+OUTCOMES = ("completed", "abandoned", "dropped")
+
+
+@dataclass
+class RunRecord:
+    """Per-request records, per-step series and metadata of one run.
+
+    Request arrays have one entry per ended request (shape ``(n_requests,)``); series
+    have ``steps`` rows. ``request_type_names`` names the codes in ``request_type``.
+    """
+
+    request_user: np.ndarray  # int32
+    request_type: np.ndarray  # int8
+    request_start: np.ndarray  # int64
+    request_end: np.ndarray  # int64
+    request_outcome: np.ndarray  # int8, index into OUTCOMES
+    online_users: np.ndarray  # int32 (steps,)
+    active_requests: np.ndarray  # int32 (steps,)
+    server_allocation: np.ndarray  # float32 (steps, 5)
+    server_consumption: np.ndarray  # float32 (steps, 5)
+    user_consumption: np.ndarray  # float32 (steps, 5)
+    subtask_events: np.ndarray  # int32 (steps, 2, 5)
+    request_type_names: tuple[str, ...]
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def request_latency(self) -> np.ndarray:
+        return (self.request_end - self.request_start).astype(np.int64)
+
+    @property
+    def steps(self) -> int:
+        return int(self.online_users.shape[0])
