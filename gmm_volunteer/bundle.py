@@ -1,0 +1,253 @@
+"""Model bundle: the fitted parameters the simulator reads (docs/formats.md, section 1).
+
+`fitting/` writes bundles, the simulator reads them; this module is the one place that
+knows the format. Validation happens at load so that a bad bundle fails before a run
+starts, with a message naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+FORMAT = "gmmv-model-bundle"
+FORMAT_VERSION = 1
+RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+STAGES = ("data_download", "input_download", "execution", "upload")
+PHASES = ("download", "execution", "upload")
+FILENAME = "bundle.yaml"
+
+
+class BundleError(ValueError):
+    """A model bundle that cannot be used; the message names the file and key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Arma(_Strict):
+    order: tuple[int, int]
+    ar: list[float]
+    ma: list[float]
+    sigma: float = Field(ge=0)
+    aic: float | None = None
+    aic_grid: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _orders_match(self):
+        p, q = self.order
+        if len(self.ar) != p or len(self.ma) != q:
+            raise ValueError(f"order {list(self.order)} does not match len(ar)={len(self.ar)}, len(ma)={len(self.ma)}")
+        return self
+
+
+class YeoJohnson(_Strict):
+    lam: float
+    z_mean: float = 0.0
+    z_sd: float = Field(1.0, gt=0)
+
+
+class AllocationModel(_Strict):
+    arma: Arma
+    yeo_johnson: YeoJohnson
+    mean: float
+    sd: float = Field(ge=0)
+
+
+class Memory(_Strict):
+    batch_sizes: list[int]
+    execution_mb: list[float]
+    download_mb: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if len(self.batch_sizes) != len(self.execution_mb) or not self.batch_sizes:
+            raise ValueError("batch_sizes and execution_mb must be non-empty and of equal length")
+        if sorted(set(self.batch_sizes)) != list(self.batch_sizes) or self.batch_sizes[0] < 1:
+            raise ValueError("batch_sizes must be strictly increasing and >= 1")
+        if any(m < 0 for m in self.execution_mb):
+            raise ValueError("execution_mb must be >= 0")
+        return self
+
+
+class SubtaskType(_Strict):
+    name: str
+    description: str = ""
+    data_size_mb: float = Field(gt=0)
+    input_size_mb: float = Field(ge=0)
+    output_size_mb: float = Field(ge=0)
+    memory: Memory
+
+
+class TaskType(_Strict):
+    name: str
+    subtasks: list[str] = Field(min_length=1)
+
+
+class Stats(_Strict):
+    mean: list[list[float]]
+    sd: list[list[float]]
+
+
+class ConsumptionResource(_Strict):
+    arma: Arma
+    yeo_johnson: YeoJohnson
+    stats: Stats
+
+
+class Stage(_Strict):
+    level: Literal["batch_size", "band_in", "band_out"]
+    levels: list[float] = Field(min_length=1)
+    resources: dict[Literal["band_in", "band_out", "cpu", "memory"], ConsumptionResource]
+
+
+class Consumption(_Strict):
+    idw_power: float = Field(2.0, gt=0)
+    stages: dict[Literal[STAGES], Stage]
+
+    @model_validator(mode="after")
+    def _all_stages(self):
+        missing = [s for s in STAGES if s not in self.stages]
+        if missing:
+            raise ValueError(f"missing stages: {missing}")
+        return self
+
+
+class HazardPhase(_Strict):
+    consumption_resource: Literal["band_in", "band_out", "cpu", "memory"]
+    covariate_mean: tuple[float, float, float]
+    covariate_sd: tuple[float, float, float]
+    terms: list[tuple[int, int, int]]
+    coef: list[float]
+    intercept: float
+    type_coef: list[float]
+    aic: float | None = None
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        if len(self.terms) != len(self.coef):
+            raise ValueError(f"{len(self.terms)} terms but {len(self.coef)} coef")
+        if any(s <= 0 for s in self.covariate_sd):
+            raise ValueError("covariate_sd must be > 0")
+        return self
+
+
+class Hazard(_Strict):
+    degree: int = Field(ge=1, le=3)
+    phases: dict[Literal[PHASES], HazardPhase]
+
+
+class Bundle(_Strict):
+    format: Literal["gmmv-model-bundle"]
+    format_version: Literal[1]
+    provisional: bool
+    created: str = ""
+    provenance: str = ""
+    resources: list[str]
+    allocation: dict[Literal[RESOURCES], AllocationModel]
+    subtask_types: list[SubtaskType] = Field(min_length=1)
+    task_types: list[TaskType] = Field(min_length=1)
+    consumption: Consumption
+    hazard: Hazard
+    derived_base_profile: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        if list(self.resources) != list(RESOURCES):
+            raise ValueError(f"resources must be {list(RESOURCES)}")
+        missing = [r for r in RESOURCES if r not in self.allocation]
+        if missing:
+            raise ValueError(f"allocation: missing resources {missing}")
+        names = [s.name for s in self.subtask_types]
+        if len(set(names)) != len(names):
+            raise ValueError("subtask_types: duplicate names")
+        for k, task in enumerate(self.task_types):
+            for p, s in enumerate(task.subtasks):
+                if s not in names:
+                    raise ValueError(f"task_types.{k}.subtasks.{p}: unknown subtask type {s!r}")
+        n_types = len(names)
+        for sname, stage in self.consumption.stages.items():
+            for rname, res in stage.resources.items():
+                for which in ("mean", "sd"):
+                    table = getattr(res.stats, which)
+                    where = f"consumption.stages.{sname}.resources.{rname}.stats.{which}"
+                    if len(table) != n_types or any(len(row) != len(stage.levels) for row in table):
+                        raise ValueError(f"{where}: must be [{n_types} subtask types][{len(stage.levels)} levels]")
+        for pname, ph in self.hazard.phases.items():
+            if len(ph.type_coef) != n_types:
+                raise ValueError(f"hazard.phases.{pname}.type_coef: need {n_types} values")
+        return self
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"{source}: {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:
+    """Validate a bundle dict; raise `BundleError` naming `source` and the key."""
+    if not isinstance(data, dict):
+        raise BundleError(f"{source}: a bundle must be a mapping at the top level")
+    try:
+        return Bundle.model_validate(data)
+    except ValidationError as err:
+        raise BundleError(_format_error(err, source)) from None
+
+
+def bundle_file(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p / FILENAME if p.is_dir() or p.suffix == "" else p
+
+
+def load_bundle(path: str | os.PathLike) -> Bundle:
+    """Read and validate `path` (a bundle directory or its bundle.yaml)."""
+    f = bundle_file(path)
+    if not f.exists():
+        raise BundleError(f"{f}: model bundle not found")
+    try:
+        data = yaml.safe_load(f.read_text())
+    except yaml.YAMLError as err:
+        raise BundleError(f"{f}: not valid YAML: {err}") from None
+    return validate_bundle(data, str(f))
+
+
+def write_bundle(data: dict, path: str | os.PathLike, extra_files: dict[str, Path] | None = None) -> Path:
+    """Validate and write a bundle directory atomically (tmp dir, then rename).
+
+    An invalid bundle raises before anything is written; an existing bundle at `path` is
+    replaced only once the new one is complete. `extra_files` maps names inside the bundle
+    directory to files or directories to copy in (e.g. a diagnostics report).
+    """
+    validate_bundle(data, str(path))
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        (tmp / FILENAME).write_text(yaml.safe_dump(data, sort_keys=False, width=100))
+        for name, src in (extra_files or {}).items():
+            src = Path(src)
+            if src.is_dir():
+                shutil.copytree(src, tmp / name)
+            else:
+                shutil.copy2(src, tmp / name)
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            dest.rename(old)
+            tmp.rename(dest)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest

@@ -1,0 +1,68 @@
+"""ARMA sampling, Yeo-Johnson inversion and IDW interpolation (paper 2.2).
+
+Allocations and consumptions share one generative block: an ARMA(p, q) sample z_t is
+de-standardized, passed through the inverse Yeo-Johnson transform and rescaled with the
+node- or level-specific mean and sd (docs/formats.md, "ARMA building block").
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def arma_next(y, e, pos, p, q, ar, ma, sigma, rng):
+    """Draw z_t into ring buffers y, e (length H) at `pos`; return z_t.
+
+    z_t = sum_i ar[i] z_{t-1-i} + e_t + sum_j ma[j] e_{t-1-j},  e_t ~ N(0, sigma^2).
+    """
+    h = y.shape[0]
+    eps = sigma * rng.standard_normal()
+    z = eps
+    for i in range(p):
+        z += ar[i] * y[(pos - 1 - i) % h]
+    for j in range(q):
+        z += ma[j] * e[(pos - 1 - j) % h]
+    y[pos % h] = z
+    e[pos % h] = eps
+    return z
+
+
+@njit(cache=True)
+def yeo_johnson_inverse(y, lam):
+    if y >= 0.0:
+        if abs(lam) < 1e-12:
+            return np.exp(y) - 1.0
+        base = y * lam + 1.0
+        if base <= 0.0:  # outside the transform's range for lam < 0: saturate
+            base = 1e-12
+        return base ** (1.0 / lam) - 1.0
+    if abs(lam - 2.0) < 1e-12:
+        return 1.0 - np.exp(-y)
+    base = 1.0 - y * (2.0 - lam)
+    if base <= 0.0:
+        base = 1e-12
+    return 1.0 - base ** (1.0 / (2.0 - lam))
+
+
+@njit(cache=True)
+def arma_value(z, zm, zsd, lam, mean, sd):
+    """Map an ARMA sample to the original scale: mean + sd * YJ^-1(zm + zsd * z)."""
+    return mean + sd * yeo_johnson_inverse(zm + zsd * z, lam)
+
+
+@njit(cache=True)
+def idw_weights(x, knots, n, power, out):
+    """Inverse-distance weights of `x` over knots[:n] into out[:n]; exact at a knot."""
+    for i in range(n):
+        d = abs(x - knots[i])
+        if d < 1e-12:
+            for k in range(n):
+                out[k] = 0.0
+            out[i] = 1.0
+            return
+        out[i] = 1.0 / d**power
+    s = 0.0
+    for i in range(n):
+        s += out[i]
+    for i in range(n):
+        out[i] /= s

@@ -1,0 +1,204 @@
+"""Consumption c_t and phase completions d^x, d^y (paper 2.2).
+
+Each active batch and each running subtask-data download carries its own ARMA history
+per consumed resource; its value is rescaled with scaling statistics interpolated (IDW)
+at its level (batch size, or the node's current bandwidth allocation). Node-level
+adjustments then apply: transfers share the node's bandwidth and the server's, CPU
+overcommit scales CPU consumption (throughput) down proportionally. Memory is never
+scaled: it is a hard limit the executor enforces, and c_t is recorded before it acts.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.kernels.arma import arma_next, arma_value, idw_weights
+from gmm_volunteer.kernels.ops import accumulate_download, batch_advance
+from gmm_volunteer.params import (
+    BAND_IN,
+    BAND_OUT,
+    CPU,
+    LEVEL_BAND_IN,
+    LEVEL_BATCH,
+    LOADING,
+    MEMORY,
+    N_CRES,
+    STORAGE,
+)
+
+STAGE_DATA = 0
+
+
+@njit(cache=True)
+def _touch(S, v, t):
+    if S.nd_tstamp[v] != t:
+        S.nd_tstamp[v] = t
+        S.nd_touched[S.n_touched[0]] = v
+        S.n_touched[0] += 1
+        for r in range(N_CRES):
+            S.nd_cons[v, r] = 0.0
+
+
+@njit(cache=True)
+def _sample(P, stage, m, level, yb, eb, pos, out, w, rng):
+    """Consumption of one batch/download at `level` into out[:N_CRES]."""
+    nl = P.n_levels[stage]
+    idw_weights(level, P.levels[stage], nl, P.idw_power, w)
+    for r in range(N_CRES):
+        if not P.cs_has[stage, r]:
+            out[r] = 0.0
+            continue
+        mean = 0.0
+        sd = 0.0
+        for l in range(nl):
+            mean += w[l] * P.st_mean[stage, m, r, l]
+            sd += w[l] * P.st_sd[stage, m, r, l]
+        z = arma_next(yb[r], eb[r], pos, P.cs_p[stage, r], P.cs_q[stage, r], P.cs_ar[stage, r], P.cs_ma[stage, r], P.cs_sigma[stage, r], rng)
+        val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
+        out[r] = val if val > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _level(S, P, stage, v, size):
+    kind = P.level_kind[stage]
+    if kind == LEVEL_BATCH:
+        return float(size)
+    if kind == LEVEL_BAND_IN:
+        return S.alloc[v, BAND_IN]
+    return S.alloc[v, BAND_OUT]
+
+
+@njit(cache=True)
+def _node_totals(S):
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for r in range(N_CRES):
+            S.nd_cons[v, r] = 0.0
+    for k in range(S.n_b[0]):
+        b = S.b_list[k]
+        v = S.b_node[b]
+        for r in range(N_CRES):
+            S.nd_cons[v, r] += S.b_cons[b, r]
+    for k in range(S.n_dl[0]):
+        d = S.dl_list[k]
+        v = S.dl_node[d]
+        for r in range(N_CRES):
+            S.nd_cons[v, r] += S.dl_cons[d, r]
+
+
+@njit(cache=True)
+def _scale(cons, v, S, g_in, g_out):
+    """Apply node factors (and, for user transfers, the server-side ones)."""
+    cons[BAND_IN] *= S.nd_fac[v, 0]
+    cons[BAND_OUT] *= S.nd_fac[v, 1]
+    cons[CPU] *= S.nd_fac[v, 2]
+    if v > 0:
+        cons[BAND_IN] *= g_in
+        cons[BAND_OUT] *= g_out
+
+
+@njit(cache=True)
+def step_consumption(S, P, t, rng):
+    """Factor c_t: sample, then share bandwidth and CPU; record server and user totals."""
+    S.n_touched[0] = 0
+    w = np.empty(P.levels.shape[1])
+    stage_of_phase = (-1, 1, 2, 3, -1)
+    for k in range(S.n_b[0]):
+        b = S.b_list[k]
+        v = S.b_node[b]
+        _touch(S, v, t)
+        stage = stage_of_phase[S.b_phase[b]]
+        m = P.sub_type[S.b_sub[b]]
+        _sample(P, stage, m, _level(S, P, stage, v, S.b_size[b]), S.b_y[b], S.b_e[b], t - S.b_born[b], S.b_cons[b], w, rng)
+    for k in range(S.n_dl[0]):
+        d = S.dl_list[k]
+        v, j = S.dl_node[d], S.dl_sub[d]
+        if not S.online[v] or S.rd_state[v, j] != LOADING:
+            S.dl_cons[d, :] = 0.0  # paused, or frozen while its node is offline
+            continue
+        _touch(S, v, t)
+        _sample(P, STAGE_DATA, P.sub_type[j], _level(S, P, STAGE_DATA, v, 1), S.dl_y[d], S.dl_e[d], S.dl_age[d], S.dl_cons[d], w, rng)
+    _node_totals(S)
+    # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
+    # slows every batch on the node proportionally.
+    u_in = 0.0
+    u_out = 0.0
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for f, r in ((0, BAND_IN), (1, BAND_OUT), (2, CPU)):
+            c = S.nd_cons[v, r]
+            S.nd_fac[v, f] = S.alloc[v, r] / c if c > S.alloc[v, r] else 1.0
+        if v > 0:
+            u_in += S.nd_cons[v, BAND_IN] * S.nd_fac[v, 0]
+            u_out += S.nd_cons[v, BAND_OUT] * S.nd_fac[v, 1]
+    # User downloads come from the server's outbound link, uploads go to its inbound one.
+    g_in = S.alloc[0, BAND_OUT] / u_in if u_in > S.alloc[0, BAND_OUT] else 1.0
+    g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
+    for k in range(S.n_b[0]):
+        b = S.b_list[k]
+        _scale(S.b_cons[b], S.b_node[b], S, g_in, g_out)
+    for k in range(S.n_dl[0]):
+        d = S.dl_list[k]
+        _scale(S.dl_cons[d], S.dl_node[d], S, g_in, g_out)
+    _node_totals(S)
+    # Record c_t before the executor acts (paper 3.2, Fig. 4).
+    ucons = np.zeros(N_CRES)
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        if v > 0:
+            for r in range(N_CRES):
+                ucons[r] += S.nd_cons[v, r]
+    S.ser_scons[t, BAND_IN] = ucons[BAND_OUT]
+    S.ser_scons[t, BAND_OUT] = ucons[BAND_IN]
+    S.ser_scons[t, CPU] = S.nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
+    S.ser_scons[t, MEMORY] = S.nd_cons[0, MEMORY] if S.nd_tstamp[0] == t else 0.0
+    S.ser_scons[t, STORAGE] = S.rd_used[0]
+    for r in range(N_CRES):
+        S.ser_ucons[t, r] = ucons[r]
+    S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
+
+
+@njit(cache=True)
+def hazard(P, h, m, cons, size, age):
+    """Discrete-time logistic hazard of finishing phase h this step (paper 2.2)."""
+    zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
+    zn = (size - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
+    zl = (np.log(age + 1.0) - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
+    x = P.hz_icpt[h] + P.hz_type[h, m]
+    for f in range(P.hz_nterms[h]):
+        term = P.hz_coef[h, f]
+        e = P.hz_terms[h, f]
+        for _ in range(e[0]):
+            term *= zc
+        for _ in range(e[1]):
+            term *= zn
+        for _ in range(e[2]):
+            term *= zl
+        x += term
+    if x >= 0:
+        return 1.0 / (1.0 + np.exp(-x))
+    ex = np.exp(x)
+    return ex / (1.0 + ex)
+
+
+@njit(cache=True)
+def step_completions(S, P, t, rng):
+    """Factors d^x, x and d^y, y: downloads accumulate, batches draw one completion each."""
+    for k in range(S.n_dl[0] - 1, -1, -1):
+        d = S.dl_list[k]
+        v, j = S.dl_node[d], S.dl_sub[d]
+        if S.online[v] and S.rd_state[v, j] == LOADING:
+            accumulate_download(S, P, d, t)
+    # Iterate backwards: a phase change never creates a batch (it transitions in place or
+    # merges into one already visited), so a swap-remove only moves visited entries.
+    n0 = S.n_b[0]
+    for k in range(n0 - 1, -1, -1):
+        if k >= S.n_b[0]:
+            continue
+        b = S.b_list[k]
+        h = S.b_phase[b] - 1
+        res = P.hz_res[h]
+        p_done = hazard(P, h, P.sub_type[S.b_sub[b]], S.b_cons[b, res], S.b_size[b], S.b_age[b])
+        if rng.random() < p_done:
+            batch_advance(S, P, b, t)
+        else:
+            S.b_age[b] += 1

@@ -1,0 +1,201 @@
+"""Availability (o, d^o) and requests (q, d^q) of users (paper 2.2).
+
+Both are semi-Markov: the discrete-time hazard S(d)/S(d-1) is sampled as a whole
+duration when a state is entered (`rng.discrete_duration`, same law) and the end is a
+timed event in a heap. Draws are keyed by (user, counter) so that the n-th online period
+and the n-th request of a user are the same whatever the policy did.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.kernels.arma import arma_next, yeo_johnson_inverse
+from gmm_volunteer.kernels.heap import heap_pop, heap_push
+from gmm_volunteer.kernels.ops import (
+    OUT_ABANDONED,
+    OUT_DROPPED,
+    EV_CANCEL,
+    holder_add,
+    holder_remove,
+    list_add,
+    list_remove,
+    release_slot,
+    reset_node,
+)
+from gmm_volunteer.params import N_RES, READY
+from gmm_volunteer.rng import (
+    KEY_AVAILABILITY,
+    KEY_PATIENCE,
+    KEY_REQUEST_TYPE,
+    KEY_THINK,
+    discrete_duration,
+    keyed_uniform,
+)
+
+
+@njit(cache=True)
+def keyed_duration(key, component, law, entity, counter):
+    u1 = keyed_uniform(key, component, entity, counter, 0)
+    u2 = keyed_uniform(key, component, entity, counter, 1)
+    return discrete_duration(np.int64(law[0]), law[1], law[2], u1, u2)
+
+
+# ---- requests ---------------------------------------------------------------------
+
+
+@njit(cache=True)
+def start_think(S, P, i, t):
+    """User i is online without a request from step t on: draw its think time."""
+    S.rq_since[i] = t
+    n = S.rq_nthink[i]
+    S.rq_nthink[i] = n + 1
+    d = keyed_duration(S.key[0], KEY_THINK, P.think_law, i, n)
+    S.rq_tok[i] += 1
+    heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
+
+
+@njit(cache=True)
+def end_request(S, P, i, last_step, outcome):
+    """Log user i's request as ended; unfinished placements become obsolete.
+
+    `last_step` is the last step the request was active, so latency = last - start.
+    """
+    k = S.n_lg[0]
+    S.lg_user[k] = i
+    S.lg_type[k] = S.rq_type[i]
+    S.lg_start[k] = S.rq_start[i]
+    S.lg_end[k] = last_step
+    S.lg_out[k] = outcome
+    S.n_lg[0] = k + 1
+    list_remove(S.rq_list, S.rq_pos, S.n_rq, i)
+    # Placements stay until the scheduler cancels them (paper 2.3: it "cancels obsolete
+    # executions"); the obsolete list tells it whom to look at.
+    for p in range(P.max_slots):
+        if S.ex_node[i, p] >= 0:
+            S.obs_list[S.n_obs[0]] = i
+            S.n_obs[0] += 1
+            break
+    S.rq_type[i] = -1
+
+
+@njit(cache=True)
+def clear_slots(S, P, i, t):
+    for p in range(P.max_slots):
+        release_slot(S, P, i, p, EV_CANCEL, t)
+
+
+@njit(cache=True)
+def _start_request(S, P, i, t):
+    n = S.rq_count[i]
+    S.rq_count[i] = n + 1
+    u = keyed_uniform(S.key[0], KEY_REQUEST_TYPE, i, n, 0)
+    k = 0
+    while k < P.n_task - 1 and u > P.type_cum[k]:
+        k += 1
+    clear_slots(S, P, i, t)  # placements of a previous request that no policy cancelled
+    S.rq_type[i] = k
+    S.rq_start[i] = t
+    S.rq_since[i] = t
+    S.rq_ndone[i] = 0
+    list_add(S.rq_list, S.rq_pos, S.n_rq, i)
+    d = keyed_duration(S.key[0], KEY_PATIENCE, P.patience_law, i, n)
+    S.rq_tok[i] += 1
+    heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
+
+
+@njit(cache=True)
+def step_requests(S, P, t):
+    """Factor q_t: think times end in new requests, patience ends in abandonment."""
+    while S.rh_n[0] > 0 and S.rh_t[0] <= t:
+        _, i, tok = heap_pop(S.rh_t, S.rh_v, S.rh_tok, S.rh_n)
+        if tok != S.rq_tok[i] or not S.online[i]:
+            continue  # stale timer: the request completed or the user left
+        if S.rq_type[i] < 0:
+            _start_request(S, P, i, t)
+        else:
+            end_request(S, P, i, t - 1, OUT_ABANDONED)
+            start_think(S, P, i, t)
+
+
+# ---- allocations ------------------------------------------------------------------
+
+
+@njit(cache=True)
+def allocation_draw(S, P, v, rng):
+    """One ARMA step of every resource of node v; writes a_t (paper 2.2)."""
+    pos = S.al_pos[v]
+    cls = 0 if v == 0 else 1
+    for r in range(N_RES):
+        z = arma_next(S.al_y[v, r], S.al_e[v, r], pos, P.al_p[r], P.al_q[r], P.al_ar[r], P.al_ma[r], P.al_sigma[r], rng)
+        y = P.al_zm[r] + P.al_zsd[r] * z
+        # inverse Yeo-Johnson, then rescale to a fraction of the maximum allocation
+        frac = P.al_mean[r] + P.al_sd[r] * yeo_johnson_inverse(y, P.al_lam[r])
+        if frac < 0.0:
+            frac = 0.0
+        elif frac > 1.0:
+            frac = 1.0
+        S.alloc[v, r] = frac * P.amax[cls, r]
+    S.al_pos[v] = pos + 1
+
+
+@njit(cache=True)
+def allocation_restart(S, P, v, rng):
+    """A returning user's allocation history starts afresh after a burn-in."""
+    S.al_y[v, :, :] = 0.0
+    S.al_e[v, :, :] = 0.0
+    S.al_pos[v] = 0
+    for _ in range(P.burn_in):
+        allocation_draw(S, P, v, rng)
+
+
+@njit(cache=True)
+def step_allocations(S, P, rng):
+    allocation_draw(S, P, 0, rng)
+    for k in range(S.n_on[0]):
+        allocation_draw(S, P, S.on_list[k], rng)
+
+
+# ---- availability -----------------------------------------------------------------
+
+
+@njit(cache=True)
+def go_offline(S, P, i, t):
+    S.online[i] = 0
+    list_remove(S.on_list, S.on_pos, S.n_on, i)
+    if S.rq_type[i] >= 0:
+        end_request(S, P, i, t - 1, OUT_DROPPED)
+    S.rq_tok[i] += 1  # invalidates its think-time or patience timer
+    reset_node(S, P, i, t)
+    for j in range(P.n_sub):
+        if S.rd_state[i, j] == READY:
+            holder_remove(S, j, i)
+    S.alloc[i, :] = 0.0
+
+
+@njit(cache=True)
+def go_online(S, P, i, t, rng_alloc):
+    S.online[i] = 1
+    list_add(S.on_list, S.on_pos, S.n_on, i)
+    for j in range(P.n_sub):
+        if S.rd_state[i, j] == READY:
+            holder_add(S, j, i)
+    if P.restart == 0:
+        allocation_restart(S, P, i, rng_alloc)
+    start_think(S, P, i, t)
+
+
+@njit(cache=True)
+def step_availability(S, P, t, rng_alloc):
+    """Factor (d^o, o): users whose online/offline period ends at t switch state."""
+    while S.ah_n[0] > 0 and S.ah_t[0] <= t:
+        _, i, _ = heap_pop(S.ah_t, S.ah_v, S.ah_t, S.ah_n)
+        n = S.av_count[i] + 1
+        S.av_count[i] = n
+        S.av_since[i] = t
+        if S.online[i]:
+            go_offline(S, P, i, t)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law, i, n)
+        else:
+            go_online(S, P, i, t, rng_alloc)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)
+        heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)

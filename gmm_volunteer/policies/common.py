@@ -1,0 +1,60 @@
+"""Pieces the built-in schedulers share (paper 2.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.actions import free_memory, free_storage, marginal_memory, start_download
+from gmm_volunteer.params import EMPTY
+
+
+@njit(cache=True)
+def schedule_downloads(S, P, t, rng):
+    """Each online user node starts at most one missing subtask-data download per step,
+    chosen uniformly among those whose size fits its free storage and whose download-
+    memory estimate m^x fits its free memory (the server holds all data a priori)."""
+    cand = np.empty(P.n_sub, np.int64)
+    for k in range(S.n_on[0]):
+        v = S.on_list[k]
+        if S.rd_nready[v] == P.n_sub:
+            continue
+        fs = free_storage(S, v)
+        if fs < P.min_data_mb:
+            continue
+        fm = free_memory(S, v)
+        n = 0
+        for j in range(P.n_sub):
+            if S.rd_state[v, j] == EMPTY and P.sub_data_mb[j] <= fs and P.sub_dl_mem[j] <= fm:
+                cand[n] = j
+                n += 1
+        if n > 0:
+            start_download(S, P, v, cand[rng.integers(0, n)], t)
+
+
+@njit(cache=True)
+def candidate(S, j, idx):
+    """idx-th eligible node for subtask j: online holders of ready data, then the server."""
+    return 0 if idx == S.hd_n[j] else S.hd_list[j, idx]
+
+
+@njit(cache=True)
+def pick_uniform_feasible(S, P, j, t, rng, tries):
+    """A node drawn uniformly among those that can run j now and have free memory for
+    its marginal estimate; -1 if none. Rejection sampling first, then an exact scan; the
+    result is uniform over the feasible set either way."""
+    n = S.hd_n[j] + 1
+    for _ in range(tries):
+        v = candidate(S, j, rng.integers(0, n))
+        if free_memory(S, v) >= marginal_memory(S, P, v, j, t):
+            return v
+    feasible = np.empty(n, np.int64)
+    m = 0
+    for idx in range(n):
+        v = candidate(S, j, idx)
+        if free_memory(S, v) >= marginal_memory(S, P, v, j, t):
+            feasible[m] = v
+            m += 1
+    if m == 0:
+        return -1
+    return feasible[rng.integers(0, m)]

@@ -1,0 +1,148 @@
+"""Default executor policy (paper 2.3, "Executor policy").
+
+Memory and storage are hard limits; CPU and bandwidth were already shared out in the
+consumption factor (slow-down), so only memory and storage can overflow here. Per node:
+on memory overflow pause the node's running data downloads (one shared channel); on
+storage overflow abort the largest downloads, then evict the largest ready data and abort
+executions that needed it; if memory still overflows abort batches in the order
+download -> execution -> upload, heaviest normalized load first. Paused downloads resume
+once the node runs no batch and its memory consumption plus the download's memory
+estimate fits the allocation (docs/model.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.actions import (
+    EV_ABORT,
+    abort_batch,
+    download_abort,
+    evict_ready,
+    pause_download,
+    resume_download,
+)
+from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, N_CRES, PAUSED, READY, STORAGE, UPLOAD
+from gmm_volunteer.policies.base import KernelPolicy
+from gmm_volunteer.policies.registry import register_executor
+
+
+@njit(cache=True)
+def node_consumption(S, v, r, t):
+    return S.nd_cons[v, r] if S.nd_tstamp[v] == t else 0.0
+
+
+@njit(cache=True)
+def _normalized_load(S, b, v):
+    load = 0.0
+    for r in range(N_CRES):
+        a = S.alloc[v, r]
+        if a > 0.0:
+            load += S.b_cons[b, r] / a
+    return load
+
+
+@njit(cache=True)
+def _abort_heaviest(S, P, v, phase, t):
+    """Abort the batch of `phase` on v with the largest normalized load; its memory."""
+    best, best_load = -1, -1.0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == phase:
+            load = _normalized_load(S, b, v)
+            if load > best_load:
+                best, best_load = b, load
+        b = S.b_nnext[b]
+    if best < 0:
+        return -1.0
+    mem = S.b_cons[best, MEMORY]
+    abort_batch(S, P, best, EV_ABORT, t)
+    return mem
+
+
+@njit(cache=True)
+def _free_storage(S, P, v, t):
+    """Abort the largest downloads, then evict the largest ready data; returns memory freed."""
+    freed = 0.0
+    while S.rd_used[v] > S.alloc[v, STORAGE] + 1e-9:
+        best, best_mb = -1, -1.0
+        for j in range(P.n_sub):
+            if S.rd_dl[v, j] >= 0 and S.rd_mb[v, j] > best_mb:
+                best, best_mb = j, S.rd_mb[v, j]
+        if best >= 0:
+            d = S.rd_dl[v, best]
+            if S.rd_state[v, best] == LOADING:
+                freed += S.dl_cons[d, MEMORY]
+            download_abort(S, P, d)
+            continue
+        for j in range(P.n_sub):
+            if S.rd_state[v, j] == READY and S.rd_mb[v, j] > best_mb:
+                best, best_mb = j, S.rd_mb[v, j]
+        if best < 0:
+            break
+        evict_ready(S, P, v, best)
+        # Executions whose subtask data is gone cannot go on.
+        b = S.nd_bhead[v]
+        while b >= 0:
+            nb = S.b_nnext[b]
+            if S.b_sub[b] == best:
+                freed += S.b_cons[b, MEMORY]
+                abort_batch(S, P, b, EV_ABORT, t)
+            b = nb
+    return freed
+
+
+@njit(cache=True)
+def enforce_node(S, P, v, t):
+    mem = node_consumption(S, v, MEMORY, t)
+    cap = S.alloc[v, MEMORY]
+    if mem > cap:
+        for j in range(P.n_sub):
+            d = S.rd_dl[v, j]
+            if d >= 0 and S.rd_state[v, j] == LOADING:
+                pause_download(S, v, j)
+                mem -= S.dl_cons[d, MEMORY]
+    if v > 0 and S.rd_used[v] > S.alloc[v, STORAGE] + 1e-9:
+        mem -= _free_storage(S, P, v, t)
+    for phase in (DOWNLOAD, EXECUTION, UPLOAD):
+        while mem > cap:
+            freed = _abort_heaviest(S, P, v, phase, t)
+            if freed < 0.0:
+                break
+            mem -= freed
+    S.nd_cons[v, MEMORY] = mem if S.nd_tstamp[v] == t else 0.0
+    return mem
+
+
+@njit(cache=True)
+def resume_paused(S, P, t):
+    """Resume paused downloads on nodes that run no batch, if their memory estimate fits."""
+    for k in range(S.n_dl[0]):
+        d = S.dl_list[k]
+        v, j = S.dl_node[d], S.dl_sub[d]
+        if S.rd_state[v, j] != PAUSED or not S.online[v] or S.nd_bhead[v] >= 0:
+            continue
+        mem = node_consumption(S, v, MEMORY, t)
+        if mem + P.sub_dl_mem[j] <= S.alloc[v, MEMORY]:
+            resume_download(S, v, j)
+            if S.nd_tstamp[v] == t:
+                S.nd_cons[v, MEMORY] = mem + P.sub_dl_mem[j]
+
+
+@njit(cache=True)
+def executor_step(S, P, t):
+    enforce_node(S, P, 0, t)
+    for k in range(S.n_on[0]):
+        enforce_node(S, P, S.on_list[k], t)
+    resume_paused(S, P, t)
+
+
+@register_executor("default")
+class DefaultExecutor(KernelPolicy):
+    """Hard memory/storage limits, soft CPU/bandwidth (paper 2.3)."""
+
+    name = "default"
+
+    def act(self, S, P, t: int) -> None:
+        executor_step(S, P, t)

@@ -1,0 +1,41 @@
+"""Uniform scheduler (paper 2.3): volunteers used opportunistically, at random."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from gmm_volunteer.actions import assign, cancel_obsolete, finish_ready_requests, pending_requests_fifo
+from gmm_volunteer.policies.base import KernelPolicy
+from gmm_volunteer.policies.common import pick_uniform_feasible, schedule_downloads
+from gmm_volunteer.policies.registry import register_scheduler
+
+
+@njit(cache=True)
+def uniform_step(S, P, t, rng, tries):
+    schedule_downloads(S, P, t, rng)
+    cancel_obsolete(S, P, t)
+    finish_ready_requests(S, P, t)
+    for i in pending_requests_fifo(S):
+        k = S.rq_type[i]
+        for p in range(P.task_nsub[k]):
+            if S.ex_node[i, p] >= 0:
+                continue
+            v = pick_uniform_feasible(S, P, P.task_sub[k, p], t, rng, tries)
+            if v >= 0:
+                assign(S, P, i, p, v, t)
+
+
+@register_scheduler("uniform")
+class Uniform(KernelPolicy):
+    """Each unplaced subtask goes to a node drawn uniformly among the feasible ones
+    (online, data ready, memory estimate fits), the server included."""
+
+    name = "uniform"
+
+    def __init__(self, rejection_tries: int = 8):
+        if rejection_tries < 0:
+            raise ValueError("scheduler_options.rejection_tries must be >= 0")
+        self.tries = int(rejection_tries)
+
+    def act(self, S, P, t: int) -> None:
+        uniform_step(S, P, t, self.rng, self.tries)
