@@ -133,15 +133,24 @@ class Simulation:
         self.t = 0
 
     def step(self) -> None:
-        """Advance one step (factors 1-6, then executor, then scheduler)."""
+        """Advance one step: factors 1-6, then the executor, then the scheduler."""
+        self.advance()
+        self.act_executor()
+        self.act_scheduler()
+        self.t += 1
+
+    def advance(self) -> None:
+        """Factors 1-6 of step `t` (the state update before the policies act)."""
         if _needs_growth(self.arrays, self.params):
             self.arrays = grow_if_needed(self.arrays, self.params)
             self.S = pack_state(self.arrays)
-        t = self.t
-        dynamics_step(self.S, self.P, t, self._r_alloc, self._r_cons, self._r_haz)
-        self.executor.act(self.S, self.P, t)
-        self.scheduler.act(self.S, self.P, t)
-        self.t = t + 1
+        dynamics_step(self.S, self.P, self.t, self._r_alloc, self._r_cons, self._r_haz)
+
+    def act_executor(self) -> None:
+        self.executor.act(self.S, self.P, self.t)
+
+    def act_scheduler(self) -> None:
+        self.scheduler.act(self.S, self.P, self.t)
 
     def run(self, progress: bool = True) -> RunRecord:
         t0 = time.perf_counter()

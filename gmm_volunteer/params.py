@@ -116,7 +116,7 @@ def dist_law(d) -> np.ndarray:
     if kind == "pareto":
         return np.array([_DIST_CODES[kind], d.scale, d.shape], dtype=np.float64)
     if kind == "exponential":
-        return np.array([_DIST_CODES[kind], d.mean, 0.0], dtype=np.float64)
+        return np.array([_DIST_CODES[kind], d.mean(), 0.0], dtype=np.float64)
     raise ValueError(f"unknown distribution {kind!r}")
 
 

@@ -44,7 +44,7 @@ STATE_FIELDS = (
     "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_y b_e "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev "
     # per-node aggregates
-    "nd_bhead nd_jcount nd_committed nd_cons nd_fac nd_touched nd_tstamp n_touched "
+    "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_touched nd_tstamp n_touched "
     # merge index: batch born this step per (node, subtask, phase)
     "mg_id mg_t "
     # per-step series
@@ -147,6 +147,7 @@ def allocate(P: Params, steps: int) -> State:
         sl_prev=_i(V * S, -1, np.int64),
         nd_bhead=_i(V, -1, np.int32),
         nd_jcount=np.zeros((V, J), np.int32),
+        nd_ndl=_i(V, 0, np.int32),
         nd_committed=np.zeros(V),
         nd_cons=np.zeros((V, N_RES)),
         nd_fac=np.ones((V, 3)),
@@ -323,6 +324,7 @@ def _pack(T):
     s.sl_prev = T.sl_prev
     s.nd_bhead = T.nd_bhead
     s.nd_jcount = T.nd_jcount
+    s.nd_ndl = T.nd_ndl
     s.nd_committed = T.nd_committed
     s.nd_cons = T.nd_cons
     s.nd_fac = T.nd_fac

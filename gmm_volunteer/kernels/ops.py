@@ -294,6 +294,7 @@ def download_start(S, P, v, j, t):
     list_add(S.dl_list, S.dl_pos, S.n_dl, d)
     S.rd_dl[v, j] = d
     S.rd_state[v, j] = LOADING
+    S.nd_ndl[v] += 1
     S.rd_reserved[v] += P.sub_data_mb[j]
     S.nd_committed[v] += P.sub_dl_mem[j]
     return d
@@ -304,6 +305,7 @@ def _download_end(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     list_remove(S.dl_list, S.dl_pos, S.n_dl, d)
     S.rd_dl[v, j] = -1
+    S.nd_ndl[v] -= 1
     S.nd_committed[v] -= P.sub_dl_mem[j]
     S.dl_node[d] = -1
     S.dl_free[S.n_dlfree[0]] = d

@@ -28,8 +28,8 @@ def _fill(S, P, v, j, t, pair_user, pair_slot, start, end):
 
 
 @njit(cache=True)
-def affinity_step(S, P, t, rng):
-    schedule_downloads(S, P, t, rng)
+def affinity_step(S, P, t, rng, max_downloads):
+    schedule_downloads(S, P, t, rng, max_downloads)
     cancel_obsolete(S, P, t)
     finish_ready_requests(S, P, t)
     # Unplaced (user, slot) pairs grouped by subtask j (counting sort).
@@ -103,5 +103,10 @@ class Affinity(KernelPolicy):
 
     name = "affinity"
 
+    def __init__(self, max_downloads_per_node: int = 1):
+        if max_downloads_per_node < 1:
+            raise ValueError("scheduler_options.max_downloads_per_node must be >= 1")
+        self.max_downloads = int(max_downloads_per_node)
+
     def act(self, S, P, t: int) -> None:
-        affinity_step(S, P, t, self.rng)
+        affinity_step(S, P, t, self.rng, self.max_downloads)

@@ -10,14 +10,15 @@ from gmm_volunteer.params import EMPTY
 
 
 @njit(cache=True)
-def schedule_downloads(S, P, t, rng):
-    """Each online user node starts at most one missing subtask-data download per step,
-    chosen uniformly among those whose size fits its free storage and whose download-
-    memory estimate m^x fits its free memory (the server holds all data a priori)."""
+def schedule_downloads(S, P, t, rng, max_downloads):
+    """An online user node with fewer than `max_downloads` downloads in progress starts
+    one missing subtask-data download, chosen uniformly among those whose size fits its
+    free storage and whose download-memory estimate m^x fits its free memory (the
+    server holds all data a priori). docs/model.md explains the default of 1."""
     cand = np.empty(P.n_sub, np.int64)
     for k in range(S.n_on[0]):
         v = S.on_list[k]
-        if S.rd_nready[v] == P.n_sub:
+        if S.rd_nready[v] == P.n_sub or S.nd_ndl[v] >= max_downloads:
             continue
         fs = free_storage(S, v)
         if fs < P.min_data_mb:

@@ -11,8 +11,8 @@ from gmm_volunteer.policies.registry import register_scheduler
 
 
 @njit(cache=True)
-def uniform_step(S, P, t, rng, tries):
-    schedule_downloads(S, P, t, rng)
+def uniform_step(S, P, t, rng, tries, max_downloads):
+    schedule_downloads(S, P, t, rng, max_downloads)
     cancel_obsolete(S, P, t)
     finish_ready_requests(S, P, t)
     for i in pending_requests_fifo(S):
@@ -32,10 +32,13 @@ class Uniform(KernelPolicy):
 
     name = "uniform"
 
-    def __init__(self, rejection_tries: int = 8):
+    def __init__(self, rejection_tries: int = 8, max_downloads_per_node: int = 1):
         if rejection_tries < 0:
             raise ValueError("scheduler_options.rejection_tries must be >= 0")
+        if max_downloads_per_node < 1:
+            raise ValueError("scheduler_options.max_downloads_per_node must be >= 1")
         self.tries = int(rejection_tries)
+        self.max_downloads = int(max_downloads_per_node)
 
     def act(self, S, P, t: int) -> None:
-        uniform_step(S, P, t, self.rng, self.tries)
+        uniform_step(S, P, t, self.rng, self.tries, self.max_downloads)

@@ -1,0 +1,568 @@
+"""Run configuration: YAML file -> validated, typed models (docs/usage.md).
+
+A run config names everything one trajectory of the generative model needs: the
+population (paper section 2.1), the capacity multipliers applied to the base resource
+profile (section 3.1), the policies (section 2.3), the model bundle with the fitted
+components (section 2.2) and the parametric availability and request laws of
+section 2.2. Every model forbids unknown keys and refuses strings where numbers are
+expected; any problem raises `ConfigError` naming the file and the dotted key.
+
+`--set a.b=c` overrides are applied to the raw YAML mapping before validation, so
+they are checked exactly like keys written in the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal, Mapping, Union, get_args, get_origin
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "ConfigError",
+    "RunConfig",
+    "Dist",
+    "Weibull",
+    "LogNormal",
+    "Pareto",
+    "Exponential",
+    "load_config",
+    "config_from_dict",
+    "apply_overrides",
+    "parse_override",
+    "default_output_path",
+    "schema_keys",
+]
+
+DEFAULT_MODEL = "models/default"
+
+
+class ConfigError(Exception):
+    """A run config (or an override) is unreadable or invalid.
+
+    The message has the form ``<file>: <dotted.key>: <problem>``, one line per problem.
+    """
+
+
+# ---------------------------------------------------------------------------------
+# Duration laws (paper section 2.2: availability and requests)
+# ---------------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=())
+
+
+class _DistBase(BaseModel):
+    model_config = _STRICT
+
+    def survival(self, t):
+        """S(t) = P(duration > t), vectorised over ``t`` (seconds)."""
+        raise NotImplementedError
+
+    def median(self) -> float:
+        raise NotImplementedError
+
+    def mean(self) -> float:
+        raise NotImplementedError
+
+
+class Weibull(_DistBase):
+    """S(t) = exp(-(t / scale)^shape) for t >= 0."""
+
+    dist: Literal["weibull"]
+    scale: float = Field(gt=0)
+    shape: float = Field(gt=0)
+
+    def survival(self, t):
+        t = np.asarray(t, dtype=float)
+        return np.exp(-((np.maximum(t, 0.0) / self.scale) ** self.shape))
+
+    def median(self) -> float:
+        return self.scale * math.log(2.0) ** (1.0 / self.shape)
+
+    def mean(self) -> float:
+        return self.scale * math.gamma(1.0 + 1.0 / self.shape)
+
+
+class LogNormal(_DistBase):
+    """S(t) = 1 - Phi((log t - mu) / sigma) for t > 0 (mu, sigma of log seconds)."""
+
+    dist: Literal["lognormal"]
+    mu: float
+    sigma: float = Field(gt=0)
+
+    def survival(self, t):
+        from scipy.special import ndtr
+
+        t = np.asarray(t, dtype=float)
+        with np.errstate(divide="ignore"):
+            z = (np.log(np.where(t > 0, t, 1.0)) - self.mu) / self.sigma
+        return np.where(t > 0, ndtr(-z), 1.0)
+
+    def median(self) -> float:
+        return math.exp(self.mu)
+
+    def mean(self) -> float:
+        return math.exp(self.mu + 0.5 * self.sigma**2)
+
+
+class Pareto(_DistBase):
+    """S(t) = 1 for t < scale and (scale / t)^shape otherwise."""
+
+    dist: Literal["pareto"]
+    scale: float = Field(gt=0)
+    shape: float = Field(gt=0)
+
+    def survival(self, t):
+        t = np.asarray(t, dtype=float)
+        return np.where(t < self.scale, 1.0, (self.scale / np.maximum(t, self.scale)) ** self.shape)
+
+    def median(self) -> float:
+        return self.scale * 2.0 ** (1.0 / self.shape)
+
+    def mean(self) -> float:
+        if self.shape <= 1.0:
+            return math.inf
+        return self.scale * self.shape / (self.shape - 1.0)
+
+
+class Exponential(_DistBase):
+    """S(t) = exp(-t / mean) for t >= 0."""
+
+    dist: Literal["exponential"]
+    mean_: float = Field(gt=0, alias="mean")
+
+    model_config = ConfigDict(**_STRICT, serialize_by_alias=True)
+
+    def survival(self, t):
+        t = np.asarray(t, dtype=float)
+        return np.exp(-np.maximum(t, 0.0) / self.mean_)
+
+    def median(self) -> float:
+        return self.mean_ * math.log(2.0)
+
+    def mean(self) -> float:
+        return self.mean_
+
+
+Dist = Annotated[Union[Weibull, LogNormal, Pareto, Exponential], Field(discriminator="dist")]
+DIST_NAMES = ("weibull", "lognormal", "pareto", "exponential")
+
+
+# ---------------------------------------------------------------------------------
+# Config sections
+# ---------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    model_config = _STRICT
+
+
+class Users(_Section):
+    count: int = Field(ge=1)
+    capacity: float = Field(1.0, gt=0)
+
+
+class Server(_Section):
+    capacity: float = Field(gt=0)
+
+
+class BaseProfile(_Section):
+    """Maximum allocation of a node at capacity multiplier 1 (paper section 3.1)."""
+
+    band_in: float = Field(100.0, gt=0)  # Mbit/s
+    band_out: float = Field(100.0, gt=0)  # Mbit/s
+    cpu: float = Field(200.0, gt=0)  # %, 100 = one core
+    memory: float = Field(2500.0, gt=0)  # MB
+    storage: float = Field(3000.0, gt=0)  # MB
+
+    def as_array(self) -> np.ndarray:
+        """Values in the order of `gmm_volunteer.runrecord.RESOURCES`."""
+        return np.array(
+            [self.band_in, self.band_out, self.cpu, self.memory, self.storage], dtype=np.float64
+        )
+
+
+class Availability(_Section):
+    online: Dist = Field(default_factory=lambda: Weibull(dist="weibull", scale=1133.1, shape=0.5764))
+    offline: Dist = Field(
+        default_factory=lambda: LogNormal(dist="lognormal", mu=math.log(5259.0), sigma=1.5)
+    )
+
+
+class Requests(_Section):
+    think_time: Dist = Field(default_factory=lambda: Pareto(dist="pareto", scale=30.0, shape=1.5))
+    patience: Dist = Field(default_factory=lambda: Pareto(dist="pareto", scale=30.0, shape=1.5))
+    type_probabilities: list[float] = Field(default_factory=lambda: [0.4, 0.3, 0.2, 0.1])
+
+    @field_validator("type_probabilities")
+    @classmethod
+    def _probabilities(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("must list at least one probability")
+        for i, p in enumerate(v):
+            if not (p >= 0.0) or not math.isfinite(p):
+                raise ValueError(f"entry {i} must be >= 0 (got {p!r})")
+        total = math.fsum(v)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"must sum to 1 (sum is {total!r})")
+        return v
+
+
+class Allocation(_Section):
+    restart: Literal["burn_in", "freeze"] = "burn_in"
+    burn_in_steps: int = Field(100, ge=0)
+
+
+class Output(_Section):
+    path: str | None = None
+
+
+class RunConfig(_Section):
+    """One run of the simulator; see docs/usage.md for every key."""
+
+    seed: int | None = Field(None, ge=0)
+    steps: int = Field(ge=1)
+    users: Users
+    server: Server
+    base_profile: BaseProfile = Field(default_factory=BaseProfile)
+    scheduler: str = Field("uniform", validate_default=True)
+    scheduler_options: dict[str, Any] = Field(default_factory=dict)
+    executor: str = Field("default", validate_default=True)
+    executor_options: dict[str, Any] = Field(default_factory=dict)
+    model: str = DEFAULT_MODEL
+    availability: Availability = Field(default_factory=Availability)
+    requests: Requests = Field(default_factory=Requests)
+    allocation: Allocation = Field(default_factory=Allocation)
+    output: Output = Field(default_factory=Output)
+
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, v: str) -> str:
+        from gmm_volunteer.policies import scheduler_names
+
+        return _check_name(v, scheduler_names(), "scheduler")
+
+    @field_validator("executor")
+    @classmethod
+    def _known_executor(cls, v: str) -> str:
+        from gmm_volunteer.policies import executor_names
+
+        return _check_name(v, executor_names(), "executor")
+
+    @field_validator("model")
+    @classmethod
+    def _bundle_dir(cls, v: str) -> str:
+        path = Path(v)
+        if not path.is_absolute():
+            # config_from_dict resolves relative paths first; this only guards direct use.
+            path = Path.cwd() / path
+        if not path.is_dir():
+            raise ValueError(f"model bundle directory does not exist: {path}")
+        if not (path / "bundle.yaml").is_file():
+            raise ValueError(f"model bundle directory has no bundle.yaml: {path}")
+        return str(path)
+
+    def to_yaml(self) -> str:
+        """The resolved config (every default filled in) as YAML text."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    def output_path(self, config_path: str | Path | None = None) -> Path:
+        """Where the result store goes: ``output.path`` or the default for the file."""
+        if self.output.path is not None:
+            return Path(self.output.path)
+        return default_output_path(config_path)
+
+
+def _check_name(v: str, known: list[str], what: str) -> str:
+    if v not in known:
+        listed = ", ".join(known) if known else "none registered"
+        raise ValueError(f"unknown {what} {v!r} (known: {listed})")
+    return v
+
+
+def default_output_path(config_path: str | Path | None) -> Path:
+    """``results/<config file stem>.zarr``, relative to the current directory."""
+    stem = Path(config_path).stem if config_path is not None else "run"
+    return Path("results") / f"{stem}.zarr"
+
+
+# ---------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
+    """Read a YAML run config, apply ``key=value`` overrides, validate.
+
+    Relative ``model`` paths written in the file (or the default) resolve against the
+    file's directory; relative ``model`` paths given as overrides resolve against the
+    current directory.
+    """
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}: YAML syntax error{where}: {problem}") from None
+    if data is None:
+        raise ConfigError(f"{source}: file is empty (expected a mapping of config keys)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(data)}")
+
+    parsed = dict(parse_override(o, source) for o in overrides)
+    if isinstance(parsed.get("model"), str):
+        parsed["model"] = _absolute(parsed["model"], Path.cwd())
+    data = apply_overrides(data, parsed, source)
+    return config_from_dict(data, source=source, base_dir=path.resolve().parent)
+
+
+def config_from_dict(
+    d: Mapping[str, Any], source: str = "<dict>", base_dir: str | Path | None = None
+) -> RunConfig:
+    """Validate a config mapping; ``source`` names it in errors.
+
+    A relative ``model`` path (or the default) resolves against ``base_dir``, the
+    current directory when not given.
+    """
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(d)}")
+    data = dict(d)
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    model = data.get("model", DEFAULT_MODEL)
+    if isinstance(model, str):
+        data["model"] = _absolute(model, base)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, data, source)) from None
+
+
+def _absolute(p: str, base: Path) -> str:
+    path = Path(p).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    return str(Path(path).resolve())
+
+
+def _kind(x: Any) -> str:
+    names = {list: "a list", dict: "a mapping", str: "a string", int: "a number",
+             float: "a number", bool: "a boolean", type(None): "null"}
+    return names.get(type(x), type(x).__name__)
+
+
+# ---------------------------------------------------------------------------------
+# Overrides
+# ---------------------------------------------------------------------------------
+
+
+def parse_override(text: str, source: str = "<overrides>") -> tuple[str, Any]:
+    """``"a.b.c=value"`` -> ``("a.b.c", value)`` with value parsed as YAML."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"{source}: --set {text!r}: malformed override, expected KEY=VALUE")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}: {key}: cannot parse override value {raw!r}: {problem}") from None
+    return key, value
+
+
+def apply_overrides(
+    d: Mapping[str, Any], overrides: Mapping[str, Any], source: str = "<overrides>"
+) -> dict:
+    """Return a deep copy of ``d`` with each dotted key of ``overrides`` set.
+
+    Every key path must exist in the run-config schema (free-form option mappings such
+    as ``scheduler_options`` accept any sub-key); otherwise `ConfigError` names it. A
+    section missing from ``d`` starts from its default, so ``availability.online.scale``
+    changes one parameter of the default law instead of replacing the law.
+    """
+    out = copy.deepcopy(dict(d))
+    for key, value in overrides.items():
+        parts = key.split(".")
+        if any(not p for p in parts):
+            raise ConfigError(f"{source}: {key}: malformed key (empty component)")
+        defaults = _key_path_defaults(parts, source)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = copy.deepcopy(defaults[i])
+            elif not isinstance(child, dict):
+                raise ConfigError(
+                    f"{source}: {'.'.join(parts[: i + 1])}: cannot set {key}: "
+                    f"{'.'.join(parts[: i + 1])} is {_kind(child)}, not a mapping"
+                )
+            node = child
+        node[parts[-1]] = copy.deepcopy(value)
+    return out
+
+
+def _key_path_defaults(parts: list[str], source: str) -> list[dict]:
+    """Check a key path against the schema; return each section's default mapping."""
+    tp: Any = RunConfig
+    defaults: list[dict] = []
+    for i, part in enumerate(parts):
+        here = ".".join(parts[: i + 1])
+        fields = _fields_of(tp)
+        if fields is None:
+            if _is_free_mapping(tp):
+                return defaults + [{}] * (len(parts) - len(defaults))  # e.g. scheduler_options.x.y
+            parent = ".".join(parts[:i])
+            raise ConfigError(f"{source}: {here}: unknown config key ({parent} is a value, not a section)")
+        if part not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{source}: {here}: unknown config key (expected one of: {known})")
+        defaults.append(_section_default(tp, part))
+        tp = fields[part]
+    return defaults
+
+
+def _section_default(tp: Any, key: str) -> dict:
+    """The default of section ``key`` of model ``tp`` as plain data, {} when required."""
+    if not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return {}
+    for name, f in tp.model_fields.items():
+        if (f.alias or name) == key:
+            value = f.get_default(call_default_factory=True)
+            if isinstance(value, BaseModel):
+                return value.model_dump(mode="json")
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+def _fields_of(tp: Any) -> dict[str, Any] | None:
+    """Sub-keys of a section type (the union of all variants for a `Dist`)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {(f.alias or name): f.annotation for name, f in tp.model_fields.items()}
+    if get_origin(tp) is Annotated:
+        return _fields_of(get_args(tp)[0])
+    if get_origin(tp) is Union:
+        merged: dict[str, Any] = {}
+        for arg in get_args(tp):
+            sub = _fields_of(arg)
+            if sub is not None:
+                merged.update(sub)
+        return merged or None
+    return None
+
+
+def _is_free_mapping(tp: Any) -> bool:
+    return tp is dict or get_origin(tp) is dict
+
+
+def schema_keys() -> list[str]:
+    """Every dotted key of the schema, down to sections; a `Dist` counts as one key."""
+    out: list[str] = []
+
+    def walk(tp: Any, prefix: str) -> None:
+        fields = _fields_of(tp) if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+        if fields is None:
+            out.append(prefix)
+            return
+        for name, sub in fields.items():
+            walk(sub, f"{prefix}.{name}" if prefix else name)
+
+    walk(RunConfig, "")
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Error messages
+# ---------------------------------------------------------------------------------
+
+
+def _format_errors(exc: ValidationError, data: Any, source: str) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        key = _dotted(err["loc"], data)
+        lines.append(f"{source}: {key or '<top level>'}: {_describe(err)}")
+    return "\n".join(lines)
+
+
+def _dotted(loc: tuple, data: Any) -> str:
+    """Dotted key of an error location, without the union tags pydantic inserts."""
+    parts: list[str] = []
+    node = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and part in node:
+            parts.append(str(part))
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parts.append(str(part))
+            node = node[part]
+        elif last:
+            parts.append(str(part))
+        # otherwise it is a tagged-union branch name (e.g. "weibull"): not a key
+    return ".".join(parts)
+
+
+def _got(x: Any) -> str:
+    return "null" if x is None else f"{_kind(x)} {x!r}"
+
+
+def _num(x: Any) -> Any:
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _describe(err: dict) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    got = err.get("input")
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "greater_than_equal":
+        return f"must be >= {_num(ctx['ge'])} (got {got!r})"
+    if kind == "greater_than":
+        return f"must be > {_num(ctx['gt'])} (got {got!r})"
+    if kind in ("int_type", "int_from_float"):
+        return f"must be an integer (got {_got(got)})"
+    if kind == "float_type":
+        hint = ""
+        if isinstance(got, str):
+            if re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", got.strip()):
+                hint = f"; YAML reads {got} as text, write {got.lower().replace('e', '.0e', 1)}"
+            else:
+                try:
+                    float(got)
+                    hint = "; remove the quotes to make it a number"
+                except ValueError:
+                    pass
+        return f"must be a number (got {_got(got)}{hint})"
+    if kind == "finite_number":
+        return f"must be a finite number (got {got!r})"
+    if kind == "string_type":
+        return f"must be a string (got {_got(got)})"
+    if kind == "list_type":
+        return f"must be a list (got {_got(got)})"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be a mapping (got {_got(got)})"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {got!r})"
+    if kind == "union_tag_invalid":
+        return f"unknown dist {ctx.get('tag')!r} (expected one of: {', '.join(DIST_NAMES)})"
+    if kind == "union_tag_not_found":
+        return f"needs a 'dist' key (one of: {', '.join(DIST_NAMES)})"
+    if kind == "value_error":
+        msg = err["msg"]
+        return msg.removeprefix("Value error, ")
+    return f"{err['msg']} (got {got!r})"
