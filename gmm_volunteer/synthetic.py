@@ -152,3 +152,147 @@ def synthetic_bundle(
             "hazard": hazard,
         }
     )
+
+
+# Magnitudes measured on this project's 2-core build machine with `gmmv collect subtasks`
+# (traces/quick_measurements.md): median execution seconds and peak worker memory (MB)
+# at batch sizes 1, 2, 5, 10, 20, 50, model file size (MB), input size (MB).
+_MEASURED = {
+    "ppocr_cls": dict(exec_s=[0.010, 0.010, 0.027, 0.088, 0.194, 0.482], peak_mb=[126, 127, 130, 135, 146, 178], data=0.59, inp=0.0043),
+    "mobilenet_v2": dict(exec_s=[0.054, 0.141, 0.289, 0.629, 1.127, 2.408], peak_mb=[152, 160, 185, 227, 313, 568], data=13.99, inp=0.0223),
+    "ppocr_rec": dict(exec_s=[0.160, 0.254, 0.632, 1.297, 2.375, 5.205], peak_mb=[159, 167, 197, 239, 318, 590], data=21.23, inp=0.0064),
+    "resnet50": dict(exec_s=[0.334, 0.622, 1.394, 2.650, 5.112, 11.146], peak_mb=[239, 246, 271, 311, 394, 636], data=102.15, inp=0.0223),
+    "ppocr_det": dict(exec_s=[2.525, 4.902, 10.704, 21.385, 38.871, 107.248], peak_mb=[260, 353, 643, 1052, 1820, 4316], data=9.93, inp=0.14),
+}
+_DESCRIPTIONS = {
+    "ppocr_cls": "PP-OCR text direction classifier, trained weights shipped by rapidocr (ONNX)",
+    "mobilenet_v2": "MobileNetV2 architecture with random weights (measures cost, not accuracy)",
+    "ppocr_rec": "PP-OCR text recognizer, trained weights shipped by rapidocr (ONNX)",
+    "resnet50": "ResNet-50 architecture with random weights (measures cost, not accuracy)",
+    "ppocr_det": "PP-OCR text detector, trained weights shipped by rapidocr (ONNX)",
+}
+_BATCHES = [1, 2, 5, 10, 20, 50]
+
+
+def provisional_bundle() -> dict:
+    """The provisional default bundle: measured magnitudes, assumed shapes.
+
+    Measured (traces/quick_measurements.md): model file sizes, input sizes, execution
+    time and peak memory per subtask type and batch size. Assumed: allocation ARMA(1, 0)
+    with fractions of capacity typical of an idle workstation, consumption levels (one
+    core per executing batch, transfers at 80 % of the link), and the hazard shape: a
+    per-step completion probability 1 / max(1, mean seconds), with logit fitted by least
+    squares on batch size (degree 2) and subtask type. Replaced by `gmmv fit` output.
+    """
+    import numpy as np
+
+    names = list(_MEASURED)
+    subtask_types = [
+        {
+            "name": n,
+            "description": _DESCRIPTIONS[n],
+            "data_size_mb": _MEASURED[n]["data"],
+            "input_size_mb": _MEASURED[n]["inp"],
+            "output_size_mb": 0.004,
+            "memory": {
+                "batch_sizes": list(_BATCHES),
+                "execution_mb": [float(x) for x in _MEASURED[n]["peak_mb"]],
+                "download_mb": 60.0,
+            },
+        }
+        for n in names
+    ]
+    light = ["ppocr_cls", "mobilenet_v2", "ppocr_rec"]
+    heavy = ["resnet50", "ppocr_det"]
+    task_types = [
+        {"name": "light5", "subtasks": [light[p % 3] for p in range(5)]},
+        {"name": "light10", "subtasks": [light[p % 3] for p in range(10)]},
+        {"name": "heavy5", "subtasks": [heavy[p % 2] for p in range(5)]},
+        {"name": "heavy10", "subtasks": [heavy[p % 2] for p in range(10)]},
+    ]
+    # Execution hazard: logit(1 / max(1, T)) ~ b0 + b1 zn + b2 zn^2 + type.
+    n_mean, n_sd = float(np.mean(_BATCHES)), float(np.std(_BATCHES))
+    rows, ys = [], []
+    for m, n in enumerate(names):
+        for b, secs in zip(_BATCHES, _MEASURED[n]["exec_s"]):
+            h = min(0.95, 1.0 / max(1.0, secs))
+            z = (b - n_mean) / n_sd
+            onehot = [1.0 if k == m else 0.0 for k in range(1, len(names))]
+            rows.append([1.0, z, z * z] + onehot)
+            ys.append(math.log(h / (1 - h)))
+    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)
+    execution = {
+        "consumption_resource": "cpu",
+        "covariate_mean": [100.0, n_mean, 0.0],
+        "covariate_sd": [20.0, n_sd, 1.0],
+        "terms": [[0, 1, 0], [0, 2, 0]],
+        "coef": [round(float(coef[1]), 6), round(float(coef[2]), 6)],
+        "intercept": round(float(coef[0]), 6),
+        "type_coef": [0.0] + [round(float(c), 6) for c in coef[3:]],
+    }
+    transfer = lambda res: {  # noqa: E731  (inputs of < 0.2 MB: about one step)
+        "consumption_resource": res,
+        "covariate_mean": [0.0, 0.0, 0.0],
+        "covariate_sd": [1.0, 1.0, 1.0],
+        "terms": [],
+        "coef": [],
+        "intercept": round(_logit(0.9), 6),
+        "type_coef": [0.0] * len(names),
+    }
+    base = synthetic_bundle()
+    band_levels = [10.0, 50.0, 100.0]
+
+    def block(mean_row, sd_frac=0.15, phi=0.7):
+        rows_ = [list(map(float, mean_row)) for _ in names]
+        return {
+            "arma": _arma(phi),
+            "yeo_johnson": dict(_IDENTITY_YJ),
+            "stats": {"mean": rows_, "sd": [[x * sd_frac for x in r] for r in rows_]},
+        }
+
+    util = [0.8 * lv for lv in band_levels]
+    consumption = {
+        "idw_power": 2.0,
+        "stages": {
+            "data_download": {"level": "band_in", "levels": band_levels,
+                              "resources": {"band_in": block(util), "cpu": block([8.0] * 3), "memory": block([40.0] * 3)}},
+            "input_download": {"level": "band_in", "levels": band_levels,
+                               "resources": {"band_in": block(util), "cpu": block([5.0] * 3), "memory": block([30.0] * 3)}},
+            "execution": {"level": "batch_size", "levels": [float(b) for b in _BATCHES],
+                          "resources": {
+                              "cpu": block([100.0] * 6, sd_frac=0.2),
+                              "memory": {
+                                  "arma": _arma(0.7),
+                                  "yeo_johnson": dict(_IDENTITY_YJ),
+                                  # peak memory (measured) = mean + 2 sd with sd = 10 % of mean
+                                  "stats": {"mean": [[p / 1.2 for p in _MEASURED[n]["peak_mb"]] for n in names],
+                                            "sd": [[p / 12.0 for p in _MEASURED[n]["peak_mb"]] for n in names]},
+                              },
+                          }},
+            "upload": {"level": "band_out", "levels": band_levels,
+                       "resources": {"band_out": block(util), "cpu": block([5.0] * 3), "memory": block([30.0] * 3)}},
+        },
+    }
+    fractions = {"band_in": (0.85, 0.1), "band_out": (0.85, 0.1), "cpu": (0.6, 0.2), "memory": (0.6, 0.1), "storage": (0.95, 0.02)}
+    allocation = {
+        r: {"arma": _arma(0.95), "yeo_johnson": dict(_IDENTITY_YJ), "mean": m, "sd": s}
+        for r, (m, s) in fractions.items()
+    }
+    base.update(
+        provisional=True,
+        created="2026-12-01",
+        provenance=(
+            "PROVISIONAL: gmm_volunteer.synthetic.provisional_bundle(). Measured on this project's "
+            "2-core build machine (traces/quick_measurements.md): subtask model file sizes, input "
+            "sizes, execution time and peak memory at batch sizes 1-50 of five CV subtask types "
+            "(PP-OCR det/cls/rec with trained weights; MobileNetV2 and ResNet-50 architectures "
+            "with random weights). Assumed, not fitted: allocation and consumption ARMA shapes "
+            "and levels, transfer hazards. Replace with `gmmv fit traces/ -o configs/models/default`."
+        ),
+        allocation=allocation,
+        subtask_types=subtask_types,
+        task_types=task_types,
+        consumption=consumption,
+        hazard={"degree": 2, "phases": {"download": transfer("band_in"), "execution": execution, "upload": transfer("band_out")}},
+    )
+    return base

@@ -1,0 +1,201 @@
+"""The `gmmv` command line (docs/usage.md).
+
+Core subcommands live here (`run`, `summarize`); other packages add theirs through an
+``add_subcommands(subparsers)`` function (see `EXTENSIONS`). A subcommand parser sets
+``func=handler`` with ``handler(args) -> int``; `main` maps errors to exit codes:
+
+    0 success, 1 unexpected failure, 2 usage / config / input error, 130 interrupted.
+
+Heavy modules (the engine, numba, xarray, zarr) are imported inside the handlers so
+that ``gmmv --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from pathlib import Path
+
+from gmm_volunteer import __version__
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Modules that contribute subcommands when they are present.
+EXTENSIONS = ("gmm_volunteer.experiments_cli", "fitting.cli")
+
+
+class CommandError(Exception):
+    """An error a handler reports to the user as one message and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------------------------
+# gmmv run
+# ---------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from gmm_volunteer.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, args.set or ())
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+    from gmm_volunteer.results import is_complete
+
+    out = Path(args.output) if args.output else cfg.output_path(args.config)
+    cfg.output.path = str(out)
+    # Checked before simulating so that a long run is not wasted. A path that exists
+    # but is no complete store is not ours to delete without --force.
+    if out.exists() and not args.force:
+        if is_complete(out):
+            raise CommandError(f"{out}: a complete result store already exists; use --force to replace it")
+        raise CommandError(
+            f"{out}: exists and is not a complete result store; "
+            "remove it or use --force to replace it"
+        )
+
+    from gmm_volunteer.engine import simulate
+    from gmm_volunteer.results import write_result
+
+    record = simulate(cfg, progress=not args.quiet)
+    write_result(record, out, overwrite=args.force)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------
+# gmmv summarize
+# ---------------------------------------------------------------------------------
+
+
+def _cmd_summarize(args: argparse.Namespace) -> int:
+    from gmm_volunteer.results import IncompleteResultError, open_result
+    from gmm_volunteer.summary import summarize
+
+    try:
+        ds = open_result(Path(args.result))
+    except (FileNotFoundError, IncompleteResultError) as exc:
+        raise CommandError(str(exc)) from None
+    print(summarize(ds))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------
+# Parser and entry point
+# ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gmmv",
+        description=(
+            "Simulate the generative Markov model of user-assisted collaborative "
+            "AI inference (volunteer user devices plus a dedicated server)."
+        ),
+        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 usage/config/input error, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"gmmv {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = subparsers.add_parser(
+        "run",
+        help="simulate one trajectory from a YAML run config",
+        description="Simulate one trajectory and write it as a result store (zarr).",
+    )
+    p.add_argument("config", metavar="CONFIG", help="YAML run config (see docs/usage.md)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override a config key, e.g. --set users.count=5000 (value parsed as YAML; repeatable)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="result store path (default: output.path, else results/<config stem>.zarr)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing result store")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_run)
+
+    p = subparsers.add_parser(
+        "summarize",
+        help="print a summary of a result store",
+        description="Print request outcomes, latencies and resource use of one run.",
+    )
+    p.add_argument("result", metavar="RESULT", help="result store written by `gmmv run`")
+    p.set_defaults(func=_cmd_summarize)
+
+    for name in EXTENSIONS:
+        module = _import_extension(name)
+        if module is not None:
+            module.add_subcommands(subparsers)
+    return parser
+
+
+def _import_extension(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        # Only the absence of the extension module itself is tolerated; a broken
+        # import inside it must surface.
+        if exc.name is not None and (exc.name == name or name.startswith(exc.name + ".")):
+            return None
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gmmv` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except CommandError as exc:
+        _error(parser, args, str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        _error(parser, args, "interrupted; no result store was written")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if isinstance(exc, _input_errors()):
+            _error(parser, args, str(exc))
+            return EXIT_USAGE
+        traceback.print_exc()
+        _error(parser, args, f"unexpected failure: {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Exception types that mean bad input (exit 2), wherever they are raised."""
+    from gmm_volunteer.config import ConfigError
+
+    types: list[type[Exception]] = [ConfigError]
+    try:
+        from gmm_volunteer.bundle import BundleError
+    except ImportError:
+        pass
+    else:
+        types.append(BundleError)
+    return tuple(types)
+
+
+def _error(parser: argparse.ArgumentParser, args: argparse.Namespace, message: str) -> None:
+    prefix = f"{parser.prog} {args.command}" if getattr(args, "command", None) else parser.prog
+    for line in message.splitlines() or [""]:
+        print(f"{prefix}: error: {line}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

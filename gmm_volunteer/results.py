@@ -1,0 +1,309 @@
+"""The result store: one zarr v3 store per run (docs/formats.md, section 2).
+
+`build_dataset` is the one place that turns a `RunRecord` into an `xarray.Dataset`
+(named dims, units, flag attributes, coords). `write_result` writes it atomically:
+everything goes to ``<path>.tmp-<pid>``, the ``complete`` attribute is set last, and
+only then is the directory renamed into place. A store without ``complete`` is never
+opened as a result.
+
+String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
+type); fixed-width unicode has no zarr v3 specification. Metadata is not consolidated
+(consolidation is not part of the zarr v3 specification either).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from gmm_volunteer import __version__
+from gmm_volunteer.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES, RunRecord
+
+RESOURCE_UNITS = {
+    "band_in": "Mbit/s",
+    "band_out": "Mbit/s",
+    "cpu": "%",
+    "memory": "MB",
+    "storage": "MB",
+}
+
+COMPLETE_ATTR = "complete"
+
+
+class IncompleteResultError(RuntimeError):
+    """A result store exists but was never completed (interrupted or still being written)."""
+
+
+class ResultFormatError(ValueError):
+    """A run record or a store does not have the shape docs/formats.md section 2 demands."""
+
+
+# -- building the dataset ---------------------------------------------------------------
+
+_REQUEST_FIELDS = {
+    "request_user": np.int32,
+    "request_type": np.int8,
+    "request_start": np.int64,
+    "request_end": np.int64,
+    "request_outcome": np.int8,
+}
+
+
+def _strings(values) -> np.ndarray:
+    return np.array([str(v) for v in values], dtype=object)
+
+
+def _check_shape(name: str, arr: np.ndarray, shape: tuple) -> None:
+    if arr.shape != shape:
+        raise ResultFormatError(
+            f"RunRecord.{name} has shape {arr.shape}, expected {shape}"
+        )
+
+
+def _plain(value):
+    """Attribute values must survive JSON: unwrap NumPy scalars and arrays."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def build_dataset(record: RunRecord) -> xr.Dataset:
+    """Turn one run's record into the result-store dataset (docs/formats.md, section 2).
+
+    Raises `ResultFormatError` naming the offending field when shapes, codes or
+    dtypes are inconsistent.
+    """
+    steps = record.steps
+    n_req = int(np.asarray(record.request_user).shape[0])
+    requests = {}
+    for name, dtype in _REQUEST_FIELDS.items():
+        arr = np.asarray(getattr(record, name))
+        _check_shape(name, arr, (n_req,))
+        requests[name] = arr.astype(dtype, copy=False)
+    type_names = tuple(record.request_type_names)
+    if not type_names:
+        raise ResultFormatError("RunRecord.request_type_names is empty")
+    if n_req:
+        bad = (requests["request_type"] < 0) | (requests["request_type"] >= len(type_names))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_type[{i}] = {requests['request_type'][i]} is not an "
+                f"index into request_type_names (length {len(type_names)})"
+            )
+        bad = (requests["request_outcome"] < 0) | (requests["request_outcome"] >= len(OUTCOMES))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_outcome[{i}] = {requests['request_outcome'][i]} is not "
+                f"one of the codes 0..{len(OUTCOMES) - 1} ({', '.join(OUTCOMES)})"
+            )
+        bad = requests["request_end"] < requests["request_start"]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_end[{i}] < request_start[{i}] "
+                f"({requests['request_end'][i]} < {requests['request_start'][i]})"
+            )
+
+    series = {}
+    for name, shape, dtype in (
+        ("online_users", (steps,), np.int32),
+        ("active_requests", (steps,), np.int32),
+        ("server_allocation", (steps, len(RESOURCES)), np.float32),
+        ("server_consumption", (steps, len(RESOURCES)), np.float32),
+        ("user_consumption", (steps, len(RESOURCES)), np.float32),
+        ("subtask_events", (steps, len(NODE_CLASSES), len(EVENTS)), np.int32),
+    ):
+        arr = np.asarray(getattr(record, name))
+        _check_shape(name, arr, shape)
+        series[name] = arr.astype(dtype, copy=False)
+
+    latency = (requests["request_end"] - requests["request_start"]).astype(np.int64)
+    per_resource_units = ", ".join(f"{r} {u}" for r, u in RESOURCE_UNITS.items())
+    data_vars = {
+        "request_user": (("request",), requests["request_user"],
+                         {"long_name": "user (1..N) who issued the request"}),
+        "request_type": (("request",), requests["request_type"],
+                         {"long_name": "request type, index into request_type_name"}),
+        "request_start": (("request",), requests["request_start"],
+                          {"long_name": "step the request started", "units": "s"}),
+        "request_end": (("request",), requests["request_end"],
+                        {"long_name": "last step the request was active", "units": "s"}),
+        "request_outcome": (("request",), requests["request_outcome"], {
+            "long_name": "how the request ended",
+            "flag_values": list(range(len(OUTCOMES))),
+            "flag_meanings": " ".join(OUTCOMES),
+        }),
+        "request_latency": (("request",), latency,
+                            {"long_name": "request latency (end - start)", "units": "s"}),
+        "online_users": (("time",), series["online_users"],
+                         {"long_name": "users online after the availability update",
+                          "units": "1"}),
+        "active_requests": (("time",), series["active_requests"],
+                            {"long_name": "users with an active request", "units": "1"}),
+        "server_allocation": (("time", "resource"), series["server_allocation"], {
+            "long_name": "server allocation a_t", "units": per_resource_units,
+        }),
+        "server_consumption": (("time", "resource"), series["server_consumption"], {
+            "long_name": "server consumption c_t before the executor acts",
+            "units": per_resource_units,
+        }),
+        "user_consumption": (("time", "resource"), series["user_consumption"], {
+            "long_name": "consumption c_t summed over user nodes",
+            "units": per_resource_units,
+        }),
+        "subtask_events": (("time", "node_class", "event"), series["subtask_events"], {
+            "long_name": "subtask events per step", "units": "1",
+        }),
+    }
+    coords = {
+        "time": ("time", np.arange(steps, dtype=np.int64),
+                 {"long_name": "step index", "units": "s"}),
+        "resource": ("resource", _strings(RESOURCES)),
+        "resource_unit": ("resource", _strings(RESOURCE_UNITS[r] for r in RESOURCES)),
+        "node_class": ("node_class", _strings(NODE_CLASSES)),
+        "event": ("event", _strings(EVENTS)),
+        "request_type_name": ("request_type_dim", _strings(type_names)),
+    }
+    attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
+    attrs.setdefault("gmmv_version", __version__)
+    attrs["steps"] = steps
+    attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
+    ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
+    return ds
+
+
+# -- atomic writing ---------------------------------------------------------------------
+
+def is_complete(path) -> bool:
+    """True when `path` is a result store whose ``complete`` attribute is set."""
+    path = Path(path)
+    meta = path / "zarr.json"
+    if not meta.is_file():
+        return False
+    try:
+        import zarr
+
+        group = zarr.open_group(str(path), mode="r")
+        return bool(group.attrs.get(COMPLETE_ATTR, False))
+    except Exception:  # a half-written zarr.json is simply "not complete"
+        return False
+
+
+def _encoding(ds: xr.Dataset) -> dict:
+    # Requests can number millions; series 100,000 steps. One chunk per variable up to a
+    # few MB keeps per-run stores to a handful of files without big reads.
+    enc = {}
+    for name, var in ds.data_vars.items():
+        if "request" in var.dims:
+            enc[name] = {"chunks": (max(1, min(var.shape[0], 1 << 20)),)}
+        elif "time" in var.dims:
+            chunk = [max(1, min(var.shape[0], 1 << 17))] + list(var.shape[1:])
+            enc[name] = {"chunks": tuple(chunk)}
+    return enc
+
+
+def _write_store(ds: xr.Dataset, target: Path) -> None:
+    ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=False,
+               encoding=_encoding(ds))
+
+
+def _mark_complete(target: Path) -> None:
+    import zarr
+
+    group = zarr.open_group(str(target), mode="r+")
+    group.attrs[COMPLETE_ATTR] = True
+
+
+def write_result(record_or_ds, path, overwrite: bool = False) -> Path:
+    """Write one run's result store atomically; return its path.
+
+    The store is built in ``<path>.tmp-<pid>``; ``complete`` is set last and the
+    directory is then renamed to `path`. With `overwrite`, an existing store is removed
+    only after the new one is fully written. Without it, an existing complete store
+    raises `FileExistsError` and is left untouched. An existing *incomplete* store at
+    `path` (left by a crash before the rename was possible) is replaced.
+    """
+    path = Path(path)
+    ds = record_or_ds if isinstance(record_or_ds, xr.Dataset) else build_dataset(record_or_ds)
+    if path.exists() and not overwrite and is_complete(path):
+        raise FileExistsError(
+            f"result store {path} already exists and is complete; "
+            "pass overwrite=True (CLI: --force) to replace it"
+        )
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a result store directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        _write_store(ds, tmp)
+        _mark_complete(tmp)
+    except BaseException:
+        # KeyboardInterrupt included: remove our partial output, re-raise. If even the
+        # cleanup is interrupted the tmp name still never looks like a result.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if path.exists():
+        old = path.with_name(f"{path.name}.old-{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(path, old)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        if old is not None and not path.exists():
+            os.rename(old, path)  # put the previous store back
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+# -- reading ----------------------------------------------------------------------------
+
+def _plain_string_coords(ds: xr.Dataset) -> xr.Dataset:
+    # Variable-length strings come back as NumPy's StringDType; object arrays behave
+    # like every other xarray string coordinate (concat, sel, plotting).
+    updates = {}
+    for name, coord in ds.coords.items():
+        kind = getattr(coord.dtype, "kind", "")
+        if kind in ("T", "U", "S", "O") or str(coord.dtype).startswith("StringDType"):
+            updates[name] = (coord.dims, np.asarray(coord.values).astype(object), coord.attrs)
+    return ds.assign_coords(updates) if updates else ds
+
+
+def open_result(path, chunks=None) -> xr.Dataset:
+    """Open a complete result store lazily (dask-backed).
+
+    Raises `FileNotFoundError` when nothing is there and `IncompleteResultError` when
+    the store was never completed (an interrupted or still-running write).
+    """
+    path = Path(path)
+    if not path.exists():
+        tmp = sorted(path.parent.glob(f"{path.name}.tmp-*")) if path.parent.exists() else []
+        hint = f" (an unfinished write exists: {tmp[0].name})" if tmp else ""
+        raise FileNotFoundError(f"no result store at {path}{hint}")
+    if not is_complete(path):
+        raise IncompleteResultError(
+            f"result store {path} is incomplete: it lacks the '{COMPLETE_ATTR}' attribute, "
+            "so its run was interrupted or is still being written; re-run it"
+        )
+    # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).
+    ds = xr.open_zarr(str(path), consolidated=False, chunks={} if chunks is None else chunks)
+    return _plain_string_coords(ds)
