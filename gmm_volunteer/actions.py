@@ -33,36 +33,36 @@ from gmm_volunteer.kernels.people import clear_slots, end_request, start_think
 from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, PAUSED, READY, STORAGE
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def subtask_of(S, P, i, p):
     """Global subtask index j of slot p of user i's active request."""
     return P.task_sub[S.rq_type[i], p]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def first_phase(v):
     """Assigned subtasks start with input download on users, execution on the server."""
     return EXECUTION if v == 0 else DOWNLOAD
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_memory(S, v):
     """Allocated memory minus the scheduler's mean + 2 sd reservations on node v."""
     return S.alloc[v, MEMORY] - S.nd_committed[v]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def free_storage(S, v):
     return S.alloc[v, STORAGE] - S.rd_reserved[v]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def new_batch_size(S, v, j, t):
     b = batch_born_now(S, v, j, first_phase(v), t)
     return S.b_size[b] if b >= 0 else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def marginal_memory(S, P, v, j, t):
     """m^y increase of placing one more subtask j on v in step t (it joins the batch
     formed on v this step)."""
@@ -70,7 +70,7 @@ def marginal_memory(S, P, v, j, t):
     return mem_estimate(P, j, n + 1) - mem_estimate(P, j, n)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def can_run(S, v, j):
     """v is online and holds ready data for subtask j (the server holds all data)."""
     return v == 0 or (S.online[v] == 1 and S.rd_state[v, j] == READY)

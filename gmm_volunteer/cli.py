@@ -4,7 +4,8 @@ Core subcommands live here (`run`, `summarize`); other packages add theirs throu
 ``add_subcommands(subparsers)`` function (see `EXTENSIONS`). A subcommand parser sets
 ``func=handler`` with ``handler(args) -> int``; `main` maps errors to exit codes:
 
-    0 success, 1 unexpected failure, 2 usage / config / input error, 130 interrupted.
+    0 success, 1 unexpected failure, 2 usage / config / input error, 130 interrupted,
+    141 output pipe closed by the reader.
 
 Heavy modules (the engine, numba, xarray, zarr) are imported inside the handlers so
 that ``gmmv --help`` stays fast.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -24,6 +26,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 
 # Modules that contribute subcommands when they are present.
 EXTENSIONS = ("gmm_volunteer.experiments_cli", "fitting.cli")
@@ -168,6 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error(parser, args, "interrupted; no result store was written")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`gmmv summarize ... | head`): not a failure of ours.
+        # Point stdout at devnull so that the interpreter's final flush stays quiet.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if isinstance(exc, _input_errors()):
             _error(parser, args, str(exc))

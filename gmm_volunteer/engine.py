@@ -33,17 +33,17 @@ from gmm_volunteer.state import State, allocate, grow_if_needed, pack_state
 
 
 @njit(cache=True)
-def dynamics_step(S, P, t, rng_alloc, rng_cons, rng_haz):
+def dynamics_step(S, P, t):
     """Factors 1-6 of step t; the policies act afterwards (factor 7)."""
-    step_availability(S, P, t, rng_alloc)
+    step_availability(S, P, t)
     S.ser_online[t] = S.n_on[0]
     step_requests(S, P, t)
     S.ser_active[t] = S.n_rq[0]
-    step_allocations(S, P, rng_alloc)
+    step_allocations(S, P)
     for r in range(S.alloc.shape[1]):
         S.ser_salloc[t, r] = S.alloc[0, r]
-    step_consumption(S, P, t, rng_cons)
-    step_completions(S, P, t, rng_haz)
+    step_consumption(S, P, t)
+    step_completions(S, P, t)
 
 
 def _length_biased(law: np.ndarray, size: int, g: np.random.Generator) -> np.ndarray:
@@ -76,7 +76,7 @@ def stationary_availability(P: Params, g: np.random.Generator):
 
 
 @njit(cache=True)
-def _init_state(S, P, online, age, next_change, rng_alloc):
+def _init_state(S, P, online, age, next_change):
     S.online[0] = 1
     for j in range(P.n_sub):
         S.rd_state[0, j] = READY
@@ -84,7 +84,7 @@ def _init_state(S, P, online, age, next_change, rng_alloc):
         S.rd_used[0] += P.sub_data_mb[j]
         S.rd_reserved[0] += P.sub_data_mb[j]
     S.rd_nready[0] = P.n_sub
-    allocation_restart(S, P, 0, rng_alloc)
+    allocation_restart(S, P, 0)
     for k in range(online.size):
         i = k + 1
         S.av_since[i] = -1 - age[k]
@@ -92,7 +92,7 @@ def _init_state(S, P, online, age, next_change, rng_alloc):
         if online[k]:
             S.online[i] = 1
             list_add(S.on_list, S.on_pos, S.n_on, i)
-            allocation_restart(S, P, i, rng_alloc)
+            allocation_restart(S, P, i)
             start_think(S, P, i, 0)
 
 
@@ -126,10 +126,10 @@ class Simulation:
         self.steps = int(cfg.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
+        self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
         self.S = pack_state(self.arrays)
         online, age, next_change = stationary_availability(self.params, gens["init"])
-        self._r_alloc, self._r_cons, self._r_haz = gens["allocation"], gens["consumption"], gens["hazard"]
-        _init_state(self.S, self.P, online, age, next_change, self._r_alloc)
+        _init_state(self.S, self.P, online, age, next_change)
         self.t = 0
 
     def step(self) -> None:
@@ -144,7 +144,7 @@ class Simulation:
         if _needs_growth(self.arrays, self.params):
             self.arrays = grow_if_needed(self.arrays, self.params)
             self.S = pack_state(self.arrays)
-        dynamics_step(self.S, self.P, self.t, self._r_alloc, self._r_cons, self._r_haz)
+        dynamics_step(self.S, self.P, self.t)
 
     def act_executor(self) -> None:
         self.executor.act(self.S, self.P, self.t)

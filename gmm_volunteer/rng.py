@@ -96,3 +96,69 @@ def discrete_duration(kind, a, b, u1, u2):
         return MAX_DURATION
     d = np.int64(np.ceil(t))
     return d if d >= 1 else np.int64(1)
+
+
+# ---- Streams inside the state ------------------------------------------------------
+# Kernels draw from SplitMix64 streams whose 64-bit states live in the simulator state
+# (array `S.rng`, one entry per component). Passing a numpy Generator into a jitted
+# function costs tens of microseconds per call, which at 100,000 steps and several
+# calls per step would dominate a run; a counter in an array costs nothing to pass.
+# Each stream starts from a state spawned from the run's SeedSequence.
+STREAM_ALLOCATION = 0
+STREAM_CONSUMPTION = 1
+STREAM_HAZARD = 2
+STREAM_SCHEDULER = 3
+STREAM_EXECUTOR = 4
+N_STREAMS = 8
+
+
+def stream_states(ss: np.random.SeedSequence) -> np.ndarray:
+    """Initial SplitMix64 states, one per kernel stream, spawned from `ss`."""
+    child = ss.spawn(1)[0]
+    return child.generate_state(N_STREAMS, np.uint64)
+
+
+@njit(cache=True, inline="always")
+def next_u64(st, k):
+    x = st[k] + np.uint64(0x9E3779B97F4A7C15)
+    st[k] = x
+    z = x
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, inline="always")
+def uniform(st, k):
+    """Uniform in (0, 1) from stream k."""
+    return ((next_u64(st, k) >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, inline="always")
+def normal(st, k):
+    """Standard normal from stream k (Box-Muller, one value per pair of uniforms)."""
+    u1 = uniform(st, k)
+    u2 = uniform(st, k)
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+
+
+@njit(cache=True, inline="always")
+def randint(st, k, n):
+    """Uniform integer in [0, n)."""
+    i = np.int64(uniform(st, k) * n)
+    return i if i < n else n - 1
+
+
+@njit(cache=True)
+def shuffle(st, k, a):
+    """In-place Fisher-Yates shuffle of a 1-d array."""
+    for i in range(a.size - 1, 0, -1):
+        j = randint(st, k, i + 1)
+        a[i], a[j] = a[j], a[i]
+
+
+@njit(cache=True)
+def permutation(st, k, n):
+    a = np.arange(n)
+    shuffle(st, k, a)
+    return a

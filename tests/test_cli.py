@@ -266,6 +266,22 @@ def test_summarize_prints_summary(workdir, engine, capsys):
     assert "completed" in text.lower()
 
 
+def test_summarize_into_closed_pipe_is_quiet(workdir, engine, capsys, monkeypatch):
+    assert main(["run", "run.yaml", "--quiet"]) == 0
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["summarize", "results/run.zarr"]) == 141
+    assert capsys.readouterr().err == ""
+
+
 # ---------------------------------------------------------------------------------
 # end to end with the real engine (synthetic bundle: independent of the shipped one)
 # ---------------------------------------------------------------------------------

@@ -9,27 +9,29 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
-def arma_next(y, e, pos, p, q, ar, ma, sigma, rng):
-    """Draw z_t into ring buffers y, e (length H) at `pos`; return z_t.
+@njit(cache=True, inline="always")
+def arma_next(y, e, a, r, pos, p, q, ar, ma, eps):
+    """Draw z_t into the ring buffers y[a, r, :], e[a, r, :] at `pos`; return z_t.
 
-    z_t = sum_i ar[i] z_{t-1-i} + e_t + sum_j ma[j] e_{t-1-j},  e_t ~ N(0, sigma^2).
+    z_t = sum_i ar[i] z_{t-1-i} + eps + sum_j ma[j] e_{t-1-j}, eps ~ N(0, sigma^2) given
+    by the caller. Buffers are indexed in place (no array views in the hot loop).
     """
-    h = y.shape[0]
-    eps = sigma * rng.standard_normal()
+    h = y.shape[2]
     z = eps
     for i in range(p):
-        z += ar[i] * y[(pos - 1 - i) % h]
+        z += ar[i] * y[a, r, (pos - 1 - i) % h]
     for j in range(q):
-        z += ma[j] * e[(pos - 1 - j) % h]
-    y[pos % h] = z
-    e[pos % h] = eps
+        z += ma[j] * e[a, r, (pos - 1 - j) % h]
+    y[a, r, pos % h] = z
+    e[a, r, pos % h] = eps
     return z
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def yeo_johnson_inverse(y, lam):
     if y >= 0.0:
+        if lam == 1.0:  # identity: the common case of an untransformed series
+            return y
         if abs(lam) < 1e-12:
             return np.exp(y) - 1.0
         base = y * lam + 1.0
@@ -44,13 +46,13 @@ def yeo_johnson_inverse(y, lam):
     return 1.0 - base ** (1.0 / (2.0 - lam))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def arma_value(z, zm, zsd, lam, mean, sd):
     """Map an ARMA sample to the original scale: mean + sd * YJ^-1(zm + zsd * z)."""
     return mean + sd * yeo_johnson_inverse(zm + zsd * z, lam)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def idw_weights(x, knots, n, power, out):
     """Inverse-distance weights of `x` over knots[:n] into out[:n]; exact at a knot."""
     for i in range(n):

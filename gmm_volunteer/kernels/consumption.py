@@ -13,6 +13,7 @@ from numba import njit
 
 from gmm_volunteer.kernels.arma import arma_next, arma_value, idw_weights
 from gmm_volunteer.kernels.ops import accumulate_download, batch_advance
+from gmm_volunteer.rng import STREAM_CONSUMPTION, STREAM_HAZARD, normal, uniform
 from gmm_volunteer.params import (
     BAND_IN,
     BAND_OUT,
@@ -28,7 +29,7 @@ from gmm_volunteer.params import (
 STAGE_DATA = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _touch(S, v, t):
     if S.nd_tstamp[v] != t:
         S.nd_tstamp[v] = t
@@ -38,26 +39,28 @@ def _touch(S, v, t):
             S.nd_cons[v, r] = 0.0
 
 
-@njit(cache=True)
-def _sample(P, stage, m, level, yb, eb, pos, out, w, rng):
-    """Consumption of one batch/download at `level` into out[:N_CRES]."""
+@njit(cache=True, inline="always")
+def _sample(P, st, stage, m, level, yb, eb, a, pos, out, w):
+    """Consumption of batch/download `a` (row of yb, eb, out) at `level`."""
     nl = P.n_levels[stage]
     idw_weights(level, P.levels[stage], nl, P.idw_power, w)
+    st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
     for r in range(N_CRES):
-        if not P.cs_has[stage, r]:
-            out[r] = 0.0
+        if not has[stage, r]:
+            out[a, r] = 0.0
             continue
         mean = 0.0
         sd = 0.0
         for l in range(nl):
-            mean += w[l] * P.st_mean[stage, m, r, l]
-            sd += w[l] * P.st_sd[stage, m, r, l]
-        z = arma_next(yb[r], eb[r], pos, P.cs_p[stage, r], P.cs_q[stage, r], P.cs_ar[stage, r], P.cs_ma[stage, r], P.cs_sigma[stage, r], rng)
+            mean += w[l] * st_mean[stage, m, r, l]
+            sd += w[l] * st_sd[stage, m, r, l]
+        eps = P.cs_sigma[stage, r] * normal(st, STREAM_CONSUMPTION)
+        z = arma_next(yb, eb, a, r, pos, P.cs_p[stage, r], P.cs_q[stage, r], P.cs_ar[stage, r], P.cs_ma[stage, r], eps)
         val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
-        out[r] = val if val > 0.0 else 0.0
+        out[a, r] = val if val > 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _level(S, P, stage, v, size):
     kind = P.level_kind[stage]
     if kind == LEVEL_BATCH:
@@ -69,54 +72,63 @@ def _level(S, P, stage, v, size):
 
 @njit(cache=True)
 def _node_totals(S):
+    nd_cons, touched = S.nd_cons, S.nd_touched
     for k in range(S.n_touched[0]):
-        v = S.nd_touched[k]
+        v = touched[k]
         for r in range(N_CRES):
-            S.nd_cons[v, r] = 0.0
+            nd_cons[v, r] = 0.0
+    b_list, b_node, b_cons = S.b_list, S.b_node, S.b_cons
     for k in range(S.n_b[0]):
-        b = S.b_list[k]
-        v = S.b_node[b]
+        b = b_list[k]
+        v = b_node[b]
         for r in range(N_CRES):
-            S.nd_cons[v, r] += S.b_cons[b, r]
+            nd_cons[v, r] += b_cons[b, r]
+    dl_list, dl_node, dl_cons = S.dl_list, S.dl_node, S.dl_cons
     for k in range(S.n_dl[0]):
-        d = S.dl_list[k]
-        v = S.dl_node[d]
+        d = dl_list[k]
+        v = dl_node[d]
         for r in range(N_CRES):
-            S.nd_cons[v, r] += S.dl_cons[d, r]
+            nd_cons[v, r] += dl_cons[d, r]
 
 
-@njit(cache=True)
-def _scale(cons, v, S, g_in, g_out):
-    """Apply node factors (and, for user transfers, the server-side ones)."""
-    cons[BAND_IN] *= S.nd_fac[v, 0]
-    cons[BAND_OUT] *= S.nd_fac[v, 1]
-    cons[CPU] *= S.nd_fac[v, 2]
+@njit(cache=True, inline="always")
+def _scale(cons, a, v, S, g_in, g_out):
+    """Apply node factors (and, for user transfers, the server-side ones) to row a."""
+    fac = S.nd_fac
+    cons[a, BAND_IN] *= fac[v, 0]
+    cons[a, BAND_OUT] *= fac[v, 1]
+    cons[a, CPU] *= fac[v, 2]
     if v > 0:
-        cons[BAND_IN] *= g_in
-        cons[BAND_OUT] *= g_out
+        cons[a, BAND_IN] *= g_in
+        cons[a, BAND_OUT] *= g_out
 
 
 @njit(cache=True)
-def step_consumption(S, P, t, rng):
+def step_consumption(S, P, t):
     """Factor c_t: sample, then share bandwidth and CPU; record server and user totals."""
     S.n_touched[0] = 0
     w = np.empty(P.levels.shape[1])
-    stage_of_phase = (-1, 1, 2, 3, -1)
+    st = S.rng
+    b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
+    b_y, b_e, b_cons, sub_type = S.b_y, S.b_e, S.b_cons, P.sub_type
     for k in range(S.n_b[0]):
-        b = S.b_list[k]
-        v = S.b_node[b]
+        b = b_list[k]
+        v = b_node[b]
         _touch(S, v, t)
-        stage = stage_of_phase[S.b_phase[b]]
-        m = P.sub_type[S.b_sub[b]]
-        _sample(P, stage, m, _level(S, P, stage, v, S.b_size[b]), S.b_y[b], S.b_e[b], t - S.b_born[b], S.b_cons[b], w, rng)
+        stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
+        level = _level(S, P, stage, v, b_size[b])
+        _sample(P, st, stage, sub_type[b_sub[b]], level, b_y, b_e, b, t - b_born[b], b_cons, w)
+    dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
     for k in range(S.n_dl[0]):
-        d = S.dl_list[k]
-        v, j = S.dl_node[d], S.dl_sub[d]
-        if not S.online[v] or S.rd_state[v, j] != LOADING:
-            S.dl_cons[d, :] = 0.0  # paused, or frozen while its node is offline
+        d = dl_list[k]
+        v, j = dl_node[d], dl_sub[d]
+        if not online[v] or rd_state[v, j] != LOADING:
+            for r in range(N_CRES):
+                dl_cons[d, r] = 0.0  # paused, or frozen while its node is offline
             continue
         _touch(S, v, t)
-        _sample(P, STAGE_DATA, P.sub_type[j], _level(S, P, STAGE_DATA, v, 1), S.dl_y[d], S.dl_e[d], S.dl_age[d], S.dl_cons[d], w, rng)
+        level = _level(S, P, STAGE_DATA, v, 1)
+        _sample(P, st, STAGE_DATA, sub_type[j], level, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
     # slows every batch on the node proportionally.
@@ -134,11 +146,11 @@ def step_consumption(S, P, t, rng):
     g_in = S.alloc[0, BAND_OUT] / u_in if u_in > S.alloc[0, BAND_OUT] else 1.0
     g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
     for k in range(S.n_b[0]):
-        b = S.b_list[k]
-        _scale(S.b_cons[b], S.b_node[b], S, g_in, g_out)
+        b = b_list[k]
+        _scale(b_cons, b, b_node[b], S, g_in, g_out)
     for k in range(S.n_dl[0]):
-        d = S.dl_list[k]
-        _scale(S.dl_cons[d], S.dl_node[d], S, g_in, g_out)
+        d = dl_list[k]
+        _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
     _node_totals(S)
     # Record c_t before the executor acts (paper 3.2, Fig. 4).
     ucons = np.zeros(N_CRES)
@@ -157,7 +169,7 @@ def step_consumption(S, P, t, rng):
     S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def hazard(P, h, m, cons, size, age):
     """Discrete-time logistic hazard of finishing phase h this step (paper 2.2)."""
     zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
@@ -181,7 +193,7 @@ def hazard(P, h, m, cons, size, age):
 
 
 @njit(cache=True)
-def step_completions(S, P, t, rng):
+def step_completions(S, P, t):
     """Factors d^x, x and d^y, y: downloads accumulate, batches draw one completion each."""
     for k in range(S.n_dl[0] - 1, -1, -1):
         d = S.dl_list[k]
@@ -198,7 +210,7 @@ def step_completions(S, P, t, rng):
         h = S.b_phase[b] - 1
         res = P.hz_res[h]
         p_done = hazard(P, h, P.sub_type[S.b_sub[b]], S.b_cons[b, res], S.b_size[b], S.b_age[b])
-        if rng.random() < p_done:
+        if uniform(S.rng, STREAM_HAZARD) < p_done:
             batch_advance(S, P, b, t)
         else:
             S.b_age[b] += 1

@@ -26,7 +26,7 @@ EV_START, EV_COMPLETE, EV_ABORT, EV_RESET, EV_CANCEL = range(5)
 OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = range(3)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def count_event(S, t, v, event, n):
     S.ser_ev[t, 0 if v == 0 else 1, event] += n
 
@@ -34,14 +34,14 @@ def count_event(S, t, v, event, n):
 # ---- swap-remove lists ------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def list_add(lst, pos, n, x):
     pos[x] = n[0]
     lst[n[0]] = x
     n[0] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def list_remove(lst, pos, n, x):
     k = pos[x]
     last = lst[n[0] - 1]
@@ -51,7 +51,7 @@ def list_remove(lst, pos, n, x):
     pos[x] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def holder_add(S, j, v):
     """v (an online user node) holds ready data for subtask j."""
     if S.hd_pos[v, j] < 0:
@@ -61,7 +61,7 @@ def holder_add(S, j, v):
         S.hd_n[j] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def holder_remove(S, j, v):
     k = S.hd_pos[v, j]
     if k >= 0:
@@ -76,7 +76,7 @@ def holder_remove(S, j, v):
 # ---- memory estimates -----------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def mem_estimate(P, j, n):
     """m^y for a batch of n subtasks j (linear beyond the tabulated range)."""
     if n <= MAX_BATCH_TABLE:
@@ -136,7 +136,7 @@ def batch_free(S, b):
     S.n_bfree[0] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def batch_born_now(S, v, j, phase, t):
     """The batch of (v, j, phase) formed in step t (age 0), or -1."""
     if S.mg_t[v, j, phase] != t:

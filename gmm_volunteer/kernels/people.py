@@ -24,6 +24,8 @@ from gmm_volunteer.kernels.ops import (
 )
 from gmm_volunteer.params import N_RES, READY
 from gmm_volunteer.rng import (
+    STREAM_ALLOCATION,
+    normal,
     KEY_AVAILABILITY,
     KEY_PATIENCE,
     KEY_REQUEST_TYPE,
@@ -121,38 +123,39 @@ def step_requests(S, P, t):
 
 
 @njit(cache=True)
-def allocation_draw(S, P, v, rng):
+def allocation_draw(S, P, v):
     """One ARMA step of every resource of node v; writes a_t (paper 2.2)."""
+    al_y, al_e, alloc, st = S.al_y, S.al_e, S.alloc, S.rng
+    ar, ma, p, q, sigma = P.al_ar, P.al_ma, P.al_p, P.al_q, P.al_sigma
+    zm, zsd, lam, mean, sd, amax = P.al_zm, P.al_zsd, P.al_lam, P.al_mean, P.al_sd, P.amax
     pos = S.al_pos[v]
     cls = 0 if v == 0 else 1
     for r in range(N_RES):
-        z = arma_next(S.al_y[v, r], S.al_e[v, r], pos, P.al_p[r], P.al_q[r], P.al_ar[r], P.al_ma[r], P.al_sigma[r], rng)
-        y = P.al_zm[r] + P.al_zsd[r] * z
+        eps = sigma[r] * normal(st, STREAM_ALLOCATION)
+        z = arma_next(al_y, al_e, v, r, pos, p[r], q[r], ar[r], ma[r], eps)
         # inverse Yeo-Johnson, then rescale to a fraction of the maximum allocation
-        frac = P.al_mean[r] + P.al_sd[r] * yeo_johnson_inverse(y, P.al_lam[r])
-        if frac < 0.0:
-            frac = 0.0
-        elif frac > 1.0:
-            frac = 1.0
-        S.alloc[v, r] = frac * P.amax[cls, r]
+        frac = mean[r] + sd[r] * yeo_johnson_inverse(zm[r] + zsd[r] * z, lam[r])
+        frac = min(max(frac, 0.0), 1.0)
+        alloc[v, r] = frac * amax[cls, r]
     S.al_pos[v] = pos + 1
 
 
 @njit(cache=True)
-def allocation_restart(S, P, v, rng):
+def allocation_restart(S, P, v):
     """A returning user's allocation history starts afresh after a burn-in."""
     S.al_y[v, :, :] = 0.0
     S.al_e[v, :, :] = 0.0
     S.al_pos[v] = 0
     for _ in range(P.burn_in):
-        allocation_draw(S, P, v, rng)
+        allocation_draw(S, P, v)
 
 
 @njit(cache=True)
-def step_allocations(S, P, rng):
-    allocation_draw(S, P, 0, rng)
+def step_allocations(S, P):
+    allocation_draw(S, P, 0)
+    on_list = S.on_list
     for k in range(S.n_on[0]):
-        allocation_draw(S, P, S.on_list[k], rng)
+        allocation_draw(S, P, on_list[k])
 
 
 # ---- availability -----------------------------------------------------------------
@@ -173,19 +176,19 @@ def go_offline(S, P, i, t):
 
 
 @njit(cache=True)
-def go_online(S, P, i, t, rng_alloc):
+def go_online(S, P, i, t):
     S.online[i] = 1
     list_add(S.on_list, S.on_pos, S.n_on, i)
     for j in range(P.n_sub):
         if S.rd_state[i, j] == READY:
             holder_add(S, j, i)
     if P.restart == 0:
-        allocation_restart(S, P, i, rng_alloc)
+        allocation_restart(S, P, i)
     start_think(S, P, i, t)
 
 
 @njit(cache=True)
-def step_availability(S, P, t, rng_alloc):
+def step_availability(S, P, t):
     """Factor (d^o, o): users whose online/offline period ends at t switch state."""
     while S.ah_n[0] > 0 and S.ah_t[0] <= t:
         _, i, _ = heap_pop(S.ah_t, S.ah_v, S.ah_t, S.ah_n)
@@ -196,6 +199,6 @@ def step_availability(S, P, t, rng_alloc):
             go_offline(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law, i, n)
         else:
-            go_online(S, P, i, t, rng_alloc)
+            go_online(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)
         heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gmm_volunteer.rng import STREAM_SCHEDULER, permutation, randint, uniform
+
 from gmm_volunteer.actions import (
     assign,
     cancel_obsolete,
@@ -28,8 +30,8 @@ def _fill(S, P, v, j, t, pair_user, pair_slot, start, end):
 
 
 @njit(cache=True)
-def affinity_step(S, P, t, rng, max_downloads):
-    schedule_downloads(S, P, t, rng, max_downloads)
+def affinity_step(S, P, t, max_downloads):
+    schedule_downloads(S, P, t, max_downloads)
     cancel_obsolete(S, P, t)
     finish_ready_requests(S, P, t)
     # Unplaced (user, slot) pairs grouped by subtask j (counting sort).
@@ -55,12 +57,12 @@ def affinity_step(S, P, t, rng, max_downloads):
                 pair_user[fill[j]] = i
                 pair_slot[fill[j]] = p
                 fill[j] += 1
-    for j in rng.permutation(P.n_sub):
+    for j in permutation(S.rng, STREAM_SCHEDULER, P.n_sub):
         start, end = offs[j], offs[j + 1]
         if start == end:
             continue
         # Users requiring j in random order.
-        perm = rng.permutation(end - start)
+        perm = permutation(S.rng, STREAM_SCHEDULER, end - start)
         pu = pair_user[start:end][perm].copy()
         ps = pair_slot[start:end][perm].copy()
         n_pairs = end - start
@@ -77,7 +79,7 @@ def affinity_step(S, P, t, rng, max_downloads):
             c = S.nd_jcount[v, j]
             if c > 0:
                 busy[nb] = v
-                key[nb] = -c - rng.random() * 0.5
+                key[nb] = -c - uniform(S.rng, STREAM_SCHEDULER) * 0.5
                 nb += 1
             else:
                 idle[ni] = v
@@ -90,7 +92,7 @@ def affinity_step(S, P, t, rng, max_downloads):
         # Then the others, in random order (partial Fisher-Yates).
         r = 0
         while done < n_pairs and r < ni:
-            s = r + rng.integers(0, ni - r)
+            s = r + randint(S.rng, STREAM_SCHEDULER, ni - r)
             idle[r], idle[s] = idle[s], idle[r]
             done = _fill(S, P, idle[r], j, t, pu, ps, done, n_pairs)
             r += 1
@@ -109,4 +111,4 @@ class Affinity(KernelPolicy):
         self.max_downloads = int(max_downloads_per_node)
 
     def act(self, S, P, t: int) -> None:
-        affinity_step(S, P, t, self.rng, self.max_downloads)
+        affinity_step(S, P, t, self.max_downloads)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gmm_volunteer.rng import STREAM_SCHEDULER, randint
+
 from gmm_volunteer.actions import free_memory, free_storage, marginal_memory, start_download
 from gmm_volunteer.params import EMPTY
 
 
 @njit(cache=True)
-def schedule_downloads(S, P, t, rng, max_downloads):
+def schedule_downloads(S, P, t, max_downloads):
     """An online user node with fewer than `max_downloads` downloads in progress starts
     one missing subtask-data download, chosen uniformly among those whose size fits its
     free storage and whose download-memory estimate m^x fits its free memory (the
@@ -30,23 +32,23 @@ def schedule_downloads(S, P, t, rng, max_downloads):
                 cand[n] = j
                 n += 1
         if n > 0:
-            start_download(S, P, v, cand[rng.integers(0, n)], t)
+            start_download(S, P, v, cand[randint(S.rng, STREAM_SCHEDULER, n)], t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def candidate(S, j, idx):
     """idx-th eligible node for subtask j: online holders of ready data, then the server."""
     return 0 if idx == S.hd_n[j] else S.hd_list[j, idx]
 
 
 @njit(cache=True)
-def pick_uniform_feasible(S, P, j, t, rng, tries):
+def pick_uniform_feasible(S, P, j, t, tries):
     """A node drawn uniformly among those that can run j now and have free memory for
     its marginal estimate; -1 if none. Rejection sampling first, then an exact scan; the
     result is uniform over the feasible set either way."""
     n = S.hd_n[j] + 1
     for _ in range(tries):
-        v = candidate(S, j, rng.integers(0, n))
+        v = candidate(S, j, randint(S.rng, STREAM_SCHEDULER, n))
         if free_memory(S, v) >= marginal_memory(S, P, v, j, t):
             return v
     feasible = np.empty(n, np.int64)
@@ -58,4 +60,4 @@ def pick_uniform_feasible(S, P, j, t, rng, tries):
             m += 1
     if m == 0:
         return -1
-    return feasible[rng.integers(0, m)]
+    return feasible[randint(S.rng, STREAM_SCHEDULER, m)]

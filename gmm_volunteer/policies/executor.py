@@ -28,12 +28,12 @@ from gmm_volunteer.policies.base import KernelPolicy
 from gmm_volunteer.policies.registry import register_executor
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def node_consumption(S, v, r, t):
     return S.nd_cons[v, r] if S.nd_tstamp[v] == t else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _normalized_load(S, b, v):
     load = 0.0
     for r in range(N_CRES):

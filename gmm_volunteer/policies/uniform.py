@@ -11,8 +11,8 @@ from gmm_volunteer.policies.registry import register_scheduler
 
 
 @njit(cache=True)
-def uniform_step(S, P, t, rng, tries, max_downloads):
-    schedule_downloads(S, P, t, rng, max_downloads)
+def uniform_step(S, P, t, tries, max_downloads):
+    schedule_downloads(S, P, t, max_downloads)
     cancel_obsolete(S, P, t)
     finish_ready_requests(S, P, t)
     for i in pending_requests_fifo(S):
@@ -20,7 +20,7 @@ def uniform_step(S, P, t, rng, tries, max_downloads):
         for p in range(P.task_nsub[k]):
             if S.ex_node[i, p] >= 0:
                 continue
-            v = pick_uniform_feasible(S, P, P.task_sub[k, p], t, rng, tries)
+            v = pick_uniform_feasible(S, P, P.task_sub[k, p], t, tries)
             if v >= 0:
                 assign(S, P, i, p, v, t)
 
@@ -41,4 +41,4 @@ class Uniform(KernelPolicy):
         self.max_downloads = int(max_downloads_per_node)
 
     def act(self, S, P, t: int) -> None:
-        uniform_step(S, P, t, self.rng, self.tries, self.max_downloads)
+        uniform_step(S, P, t, self.tries, self.max_downloads)
