@@ -1,0 +1,131 @@
+"""Figures and the HTML report; the end-to-end path with the real engine."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gmm_volunteer import figures
+from gmm_volunteer.combine import open_combined
+from gmm_volunteer.report import overview_table, render_html
+from gmm_volunteer.sweep import load_grid, run_sweep
+
+from helpers import fake_simulate, write_tiny_grid
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    grid = load_grid(write_tiny_grid(tmp, grid={
+        "users.count": [100, 1000], "users.capacity": [1, 2], "server.capacity": [10, 30],
+        "scheduler": ["centralized", "uniform"]}, seeds=2))
+    run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    return grid, open_combined(grid.output)
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.srcs, self.hrefs = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        if "src" in a:
+            self.srcs.append(a["src"])
+        if "href" in a:
+            self.hrefs.append(a["href"])
+
+
+def test_figures_have_one_panel_per_server_capacity(sweep):
+    _, ds = sweep
+    n_caps = ds.sizes["server_capacity"]
+    for name, make in figures.FIGURES.items():
+        fig = make(ds)
+        rows = 2 if name in ("fig4_server", "fig5_subtasks") else 1
+        assert len(fig.axes) == rows * n_caps, name
+        assert [ax.get_title() for ax in fig.axes[:n_caps]] == ["Server 10x", "Server 30x"]
+        assert figures.png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_figure_data_are_the_means_over_seeds(sweep):
+    _, ds = sweep
+    fig = figures.fig3_latency(ds)
+    line = fig.axes[0].get_lines()[0]  # centralized at server 10x
+    p = ds.gmmv.p99_across_types()["mean"].mean("seed")
+    expected = [float(p.sel(users=u, user_capacity=c, server_capacity=10, scheduler="centralized"))
+                for u in (100, 1000) for c in (1, 2)]
+    np.testing.assert_allclose(line.get_ydata(), expected)
+    fig5 = figures.fig5_subtasks(ds)
+    user_row = fig5.axes[2]  # user nodes, server 10x: centralized omitted
+    assert [ln.get_label() for ln in user_row.get_lines()] == ["Uniform"]
+
+
+def test_report_is_self_contained_html(sweep, tmp_path):
+    from gmm_volunteer.cli import main
+
+    grid, ds = sweep
+    out = tmp_path / "report.html"
+    assert main(["report", str(grid.output), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    parser = _Collect()
+    parser.feed(text)
+    assert parser.tags.count("img") == 4
+    for src in parser.srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC)
+    assert not parser.hrefs and "http://" not in text and "https://" not in text
+    assert "Provisional model bundle" in text
+    assert "Paired P99 differences" in text
+    table = overview_table(ds)
+    assert len(table) == 2 * 2 * 2 * 2  # users x user_capacity x server_capacity x scheduler
+    first = table.iloc[0]
+    assert f"{first['completed']:,.2f}" in text
+
+
+def test_report_cli_on_a_non_sweep_exits_2(tmp_path, capsys):
+    from gmm_volunteer.cli import main
+
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_marks_missing_runs(sweep, tmp_path):
+    _, ds = sweep
+    partial = ds.load().copy()
+    partial["run_complete"][dict(users=0, user_capacity=0, server_capacity=0, scheduler=0, seed=0)] = False
+    assert "Some runs are missing" in render_html(partial)
+
+
+def test_end_to_end_sweep_and_report_with_the_engine(tmp_path):
+    """The real engine on a tiny grid (synthetic model bundle): sweep -> combine -> report."""
+    pytest.importorskip("gmm_volunteer.engine")
+    from gmm_volunteer.bundle import write_bundle
+    from gmm_volunteer.cli import main
+    from gmm_volunteer.synthetic import synthetic_bundle
+
+    root = Path(__file__).parent.parent
+    write_bundle(synthetic_bundle(), tmp_path / "bundle")
+    spec = {
+        "base": str(root / "configs/quickstart.yaml"),
+        "grid": {"server.capacity": [10, 30], "scheduler": ["centralized", "uniform"]},
+        "seeds": 1,
+        "set": {"steps": 40, "users.count": 30, "model": str(tmp_path / "bundle")},
+        "output": str(tmp_path / "out"),
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(path), "--serial", "--quiet"]) == 0
+    ds = open_combined(tmp_path / "out")
+    assert bool(ds["run_complete"].all()) and int(ds.attrs["steps"]) == 40
+    assert np.all(np.isfinite(ds["server_allocation_mean"].values))
+    assert main(["report", str(tmp_path / "out"), "-o", str(tmp_path / "r.html")]) == 0
+    assert re.search(r"<img[^>]+data:image/png;base64", (tmp_path / "r.html").read_text())
