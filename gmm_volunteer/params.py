@@ -165,7 +165,8 @@ def history_length(bundle: Bundle) -> int:
     orders = [m.arma.order for m in bundle.allocation.values()]
     for stage in bundle.consumption.stages.values():
         orders += [r.arma.order for r in stage.resources.values()]
-    return max(1, max(max(p, q) for p, q in orders))
+    need = max(1, max(max(p, q) for p, q in orders))
+    return 1 << (need - 1).bit_length()  # a power of two: ring indices by bit mask
 
 
 def build_params(cfg, bundle: Bundle) -> Params:

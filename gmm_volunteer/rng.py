@@ -54,8 +54,8 @@ def keyed_uniform(key, component, entity, counter, draw):
     h = _splitmix64(h ^ np.uint64(entity))
     h = _splitmix64(h ^ np.uint64(counter))
     h = _splitmix64(h ^ np.uint64(draw))
-    # 53 random bits, shifted off zero so that log(u) is finite.
-    return ((h >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+    # 52 random bits, centred in their interval: strictly inside (0, 1).
+    return ((h >> np.uint64(12)) + 0.5) * (1.0 / 4503599627370496.0)
 
 
 # Duration laws (paper 2.2): kind codes used in Params.
@@ -130,16 +130,24 @@ def next_u64(st, k):
 
 @njit(cache=True, inline="always")
 def uniform(st, k):
-    """Uniform in (0, 1) from stream k."""
-    return ((next_u64(st, k) >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+    """Uniform in (0, 1) from stream k (52 bits, never 0 or 1)."""
+    return ((next_u64(st, k) >> np.uint64(12)) + 0.5) * (1.0 / 4503599627370496.0)
 
 
 @njit(cache=True, inline="always")
-def normal(st, k):
-    """Standard normal from stream k (Box-Muller, one value per pair of uniforms)."""
+def normal(st, spare, k):
+    """Standard normal from stream k (Box-Muller; the second value of each pair is kept
+    in spare[2k + 1], with spare[2k] = 1 while it is unused)."""
+    if spare[2 * k] != 0.0:
+        spare[2 * k] = 0.0
+        return spare[2 * k + 1]
     u1 = uniform(st, k)
     u2 = uniform(st, k)
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    rad = np.sqrt(-2.0 * np.log(u1))
+    ang = 2.0 * np.pi * u2
+    spare[2 * k] = 1.0
+    spare[2 * k + 1] = rad * np.sin(ang)
+    return rad * np.cos(ang)
 
 
 @njit(cache=True, inline="always")

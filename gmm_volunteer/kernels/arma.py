@@ -16,14 +16,14 @@ def arma_next(y, e, a, r, pos, p, q, ar, ma, eps):
     z_t = sum_i ar[i] z_{t-1-i} + eps + sum_j ma[j] e_{t-1-j}, eps ~ N(0, sigma^2) given
     by the caller. Buffers are indexed in place (no array views in the hot loop).
     """
-    h = y.shape[2]
+    mask = y.shape[2] - 1  # ring length is a power of two (params.history_length)
     z = eps
     for i in range(p):
-        z += ar[i] * y[a, r, (pos - 1 - i) % h]
+        z += ar[i] * y[a, r, (pos - 1 - i) & mask]
     for j in range(q):
-        z += ma[j] * e[a, r, (pos - 1 - j) % h]
-    y[a, r, pos % h] = z
-    e[a, r, pos % h] = eps
+        z += ma[j] * e[a, r, (pos - 1 - j) & mask]
+    y[a, r, pos & mask] = z
+    e[a, r, pos & mask] = eps
     return z
 
 
@@ -62,7 +62,7 @@ def idw_weights(x, knots, n, power, out):
                 out[k] = 0.0
             out[i] = 1.0
             return
-        out[i] = 1.0 / d**power
+        out[i] = 1.0 / (d * d) if power == 2.0 else 1.0 / d**power
     s = 0.0
     for i in range(n):
         s += out[i]

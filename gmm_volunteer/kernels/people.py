@@ -123,21 +123,25 @@ def step_requests(S, P, t):
 
 
 @njit(cache=True)
-def allocation_draw(S, P, v):
-    """One ARMA step of every resource of node v; writes a_t (paper 2.2)."""
-    al_y, al_e, alloc, st = S.al_y, S.al_e, S.alloc, S.rng
+def allocation_draw(S, P, nodes, n_nodes, with_server):
+    """One ARMA step of every resource of the server (if `with_server`) and of
+    nodes[:n_nodes]; writes a_t (paper 2.2). Arrays are looked up once per call:
+    per-node calls would pay for the lookups a thousand times per step."""
+    al_y, al_e, alloc, al_pos, st, spare = S.al_y, S.al_e, S.alloc, S.al_pos, S.rng, S.rng_spare
     ar, ma, p, q, sigma = P.al_ar, P.al_ma, P.al_p, P.al_q, P.al_sigma
     zm, zsd, lam, mean, sd, amax = P.al_zm, P.al_zsd, P.al_lam, P.al_mean, P.al_sd, P.amax
-    pos = S.al_pos[v]
-    cls = 0 if v == 0 else 1
-    for r in range(N_RES):
-        eps = sigma[r] * normal(st, STREAM_ALLOCATION)
-        z = arma_next(al_y, al_e, v, r, pos, p[r], q[r], ar[r], ma[r], eps)
-        # inverse Yeo-Johnson, then rescale to a fraction of the maximum allocation
-        frac = mean[r] + sd[r] * yeo_johnson_inverse(zm[r] + zsd[r] * z, lam[r])
-        frac = min(max(frac, 0.0), 1.0)
-        alloc[v, r] = frac * amax[cls, r]
-    S.al_pos[v] = pos + 1
+    for k in range(-1 if with_server else 0, n_nodes):
+        v = 0 if k < 0 else nodes[k]
+        pos = al_pos[v]
+        cls = 0 if v == 0 else 1
+        for r in range(N_RES):
+            eps = sigma[r] * normal(st, spare, STREAM_ALLOCATION)
+            z = arma_next(al_y, al_e, v, r, pos, p[r], q[r], ar[r], ma[r], eps)
+            # inverse Yeo-Johnson, then rescale to a fraction of the maximum allocation
+            frac = mean[r] + sd[r] * yeo_johnson_inverse(zm[r] + zsd[r] * z, lam[r])
+            frac = min(max(frac, 0.0), 1.0)
+            alloc[v, r] = frac * amax[cls, r]
+        al_pos[v] = pos + 1
 
 
 @njit(cache=True)
@@ -146,16 +150,14 @@ def allocation_restart(S, P, v):
     S.al_y[v, :, :] = 0.0
     S.al_e[v, :, :] = 0.0
     S.al_pos[v] = 0
+    one = np.array([v], dtype=np.int32)
     for _ in range(P.burn_in):
-        allocation_draw(S, P, v)
+        allocation_draw(S, P, one, 1, False)
 
 
 @njit(cache=True)
 def step_allocations(S, P):
-    allocation_draw(S, P, 0)
-    on_list = S.on_list
-    for k in range(S.n_on[0]):
-        allocation_draw(S, P, on_list[k])
+    allocation_draw(S, P, S.on_list, S.n_on[0], True)
 
 
 # ---- availability -----------------------------------------------------------------

@@ -123,18 +123,26 @@ def resume_paused(S, P, t):
         v, j = S.dl_node[d], S.dl_sub[d]
         if S.rd_state[v, j] != PAUSED or not S.online[v] or S.nd_bhead[v] >= 0:
             continue
-        mem = node_consumption(S, v, MEMORY, t)
+        if S.nd_tstamp[v] != t:  # nothing ran on v this step: start its tally at zero
+            S.nd_tstamp[v] = t
+            S.nd_cons[v, :] = 0.0
+        mem = S.nd_cons[v, MEMORY]
         if mem + P.sub_dl_mem[j] <= S.alloc[v, MEMORY]:
             resume_download(S, v, j)
-            if S.nd_tstamp[v] == t:
-                S.nd_cons[v, MEMORY] = mem + P.sub_dl_mem[j]
+            # Count the estimate so that the node's other paused downloads see it.
+            S.nd_cons[v, MEMORY] = mem + P.sub_dl_mem[j]
 
 
 @njit(cache=True)
 def executor_step(S, P, t):
     enforce_node(S, P, 0, t)
+    on_list, nd_cons, tstamp, alloc, rd_used = S.on_list, S.nd_cons, S.nd_tstamp, S.alloc, S.rd_used
     for k in range(S.n_on[0]):
-        enforce_node(S, P, S.on_list[k], t)
+        v = on_list[k]
+        # Most nodes are within limits: test cheaply before the full treatment.
+        mem = nd_cons[v, MEMORY] if tstamp[v] == t else 0.0
+        if mem > alloc[v, MEMORY] or rd_used[v] > alloc[v, STORAGE] + 1e-9:
+            enforce_node(S, P, v, t)
     resume_paused(S, P, t)
 
 

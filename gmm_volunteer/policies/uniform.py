@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from gmm_volunteer.actions import assign, cancel_obsolete, finish_ready_requests, pending_requests_fifo
@@ -15,14 +16,20 @@ def uniform_step(S, P, t, tries, max_downloads):
     schedule_downloads(S, P, t, max_downloads)
     cancel_obsolete(S, P, t)
     finish_ready_requests(S, P, t)
+    # Free memory only shrinks while placing, so a subtask that fit nowhere stays
+    # unplaceable for the rest of the step: skip its other pairs (saves a scan each).
+    full = np.zeros(P.n_sub, np.bool_)
     for i in pending_requests_fifo(S):
         k = S.rq_type[i]
         for p in range(P.task_nsub[k]):
-            if S.ex_node[i, p] >= 0:
+            j = P.task_sub[k, p]
+            if S.ex_node[i, p] >= 0 or full[j]:
                 continue
-            v = pick_uniform_feasible(S, P, P.task_sub[k, p], t, tries)
+            v = pick_uniform_feasible(S, P, j, t, tries)
             if v >= 0:
                 assign(S, P, i, p, v, t)
+            else:
+                full[j] = True
 
 
 @register_scheduler("uniform")
