@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench clean
+.PHONY: demo test test-slow bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +28,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache
+
+clean-cache:
+	find gmm_volunteer fitting -name '*.nbi' -delete -o -name '*.nbc' -delete
