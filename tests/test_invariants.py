@@ -126,3 +126,22 @@ def test_tight_resources_keep_invariants(synthetic_model):
     sim = run_checked(cfg, 400)
     ev = sim.arrays.ser_ev[:400].sum(axis=0)
     assert ev[:, 0].sum() > 0
+
+
+@pytest.mark.parametrize("scheduler", ["centralized", "uniform", "affinity"])
+def test_little_law_exact(synthetic_model, scheduler):
+    """Sum over steps of active requests = sum over requests of steps active (Little's
+    law in its sample-path form): every request is counted from its start step to its
+    last active step, requests still active at the end up to the last step."""
+    cfg = make_config(synthetic_model, users=80, steps=800, scheduler=scheduler, seed=2,
+                      availability={"online": {"dist": "exponential", "mean": 300.0},
+                                    "offline": {"dist": "exponential", "mean": 300.0}},
+                      requests={"think_time": {"dist": "exponential", "mean": 15.0}})
+    sim = Simulation(cfg)
+    rec = sim.run(progress=False)
+    S = sim.arrays
+    open_users = S.rq_list[: S.n_rq[0]]
+    in_flight = int(np.sum(cfg.steps - S.rq_start[open_users]))
+    ended = int(np.sum(rec.request_end - rec.request_start + 1))
+    assert int(rec.active_requests.sum()) == ended + in_flight
+    assert len(rec.request_start) > 200
