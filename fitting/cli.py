@@ -1,0 +1,69 @@
+"""`gmmv fit` (and `gmmv collect`, delegated to `fitting.collect.cli`).
+
+`add_subcommands(subparsers)` is called by the `gmmv` CLI; each parser sets
+`func(args) -> int` (the exit code). Heavy libraries are imported only when a command
+runs. Exit codes of `fit`: 0 written, 2 unusable traces (the message names the file and
+column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_BAD_TRACES = 2
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from fitting.arma import FULL_GRID, QUICK_GRID
+    from fitting.fit import fit_bundle
+    from fitting.hazard import DEGREES
+    from fitting.traces import TraceError
+
+    try:
+        out = fit_bundle(
+            args.traces,
+            args.output,
+            candidates=QUICK_GRID if args.quick else FULL_GRID,
+            degrees=DEGREES,
+            report=not args.no_report,
+        )
+    except TraceError as err:
+        print(f"gmmv fit: {err}", file=sys.stderr)
+        return EXIT_BAD_TRACES
+    print(f"wrote {out}/bundle.yaml" + ("" if args.no_report else f" and {out}/report/report.md"))
+    return EXIT_OK
+
+
+def add_subcommands(subparsers) -> None:
+    """Add `fit` (and `collect`, when the collectors import) to the `gmmv` parser."""
+    p = subparsers.add_parser(
+        "fit",
+        help="fit a model bundle from a traces folder",
+        description="Fit the model's stochastic components from traces (traces/FORMAT.md) and write a model "
+        "bundle (docs/formats.md) with a diagnostics report; see docs/fitting.md. Exit 2 on unusable traces.",
+    )
+    p.add_argument("traces", metavar="TRACES", help="traces folder (traces/FORMAT.md)")
+    p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
+    p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
+    p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    p.set_defaults(func=_cmd_fit)
+    try:
+        from fitting.collect.cli import add_collect_parser
+    except ImportError:
+        return
+    add_collect_parser(subparsers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m fitting.cli fit ...`)."""
+    parser = argparse.ArgumentParser(prog="gmmv")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_subcommands(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

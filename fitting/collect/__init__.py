@@ -1,0 +1,11 @@
+"""Trace collectors (`gmmv collect resources|subtasks|downloads`).
+
+They measure, on the machine they run on, what the fitting code needs (paper section
+2.2): resources available for volunteering (allocations), execution-stage consumption
+of real CV inference subtasks, and subtask-data download consumption at Lloyd-Max
+quantized bandwidth levels. Formats: `traces/FORMAT.md`.
+
+`resources` and `lloyd_max` need only the standard library and numpy; `subtasks` and
+`downloads` need the `collect` extra (onnxruntime, rapidocr; torch CPU and onnx to build the
+random-weight architectures).
+"""

@@ -1,0 +1,191 @@
+"""`gmmv collect subtasks`: execution-stage consumption of real CV inference subtasks.
+
+For every subtask type, bandwidth level and batch size (and repetition) one run:
+  download   the batch's inputs (JPEG images) from the local rate-limited server
+  execution  decode + preprocess + ONNX Runtime inference of the batch on the CPU + postprocess
+  upload     the batch's results to the server at the same rate
+Each subtask type runs in a fresh worker process (so its memory is not mixed with
+another model's, and torch is never loaded in it); the worker samples its own CPU time,
+RSS and transferred bytes at ~10 Hz and at every phase boundary. The server runs in
+another process. Output: catalog.json, runs.csv.gz, consumption.csv.gz, meta.json
+(traces/FORMAT.md).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import datetime as _dt
+import gzip
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+N_INPUTS = 50  # distinct inputs generated per subtask type (the largest batch)
+
+RUN_COLUMNS = ["run_id", "subtask_type", "batch_size", "bandwidth_mbps",
+               "download_s", "execution_s", "upload_s", "execution_peak_memory_mb"]
+CONS_COLUMNS = ["run_id", "phase", "t", "cpu_pct", "memory_mb", "band_in_mbps", "band_out_mbps"]
+
+
+def prepare_inputs(root: Path, types: list[str], seed: int = 0) -> dict[str, float]:
+    """Write N_INPUTS synthetic JPEG inputs per type under root/inputs/<type>/; mean sizes in MB."""
+    from . import models
+
+    sizes = {}
+    for k, name in enumerate(types):
+        d = root / "inputs" / name
+        d.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng([seed, k])
+        total = 0
+        for i in range(N_INPUTS):
+            b = models.make_input(name, rng)
+            (d / f"{i:03d}.jpg").write_bytes(b)
+            total += len(b)
+        sizes[name] = total / N_INPUTS / 1e6
+    return sizes
+
+
+def _trim() -> None:
+    """Give freed heap memory back to the OS (glibc), so the next run's RSS starts clean."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, float]],
+            sample_hz: float, threads: int) -> dict:
+    """Runs in a fresh process: all runs of one subtask type. plan = [(run_id, batch, mbps)]."""
+    from . import models
+    from .sampling import Sampler, http_get, http_post, pack_results, per_second, unpack_batch
+
+    sampler = Sampler(sample_hz).start()
+    time.sleep(0.3)
+    baseline = sampler._proc.rss_mb()
+    session = models.make_session(model_file, threads)
+    # one unrecorded warm-up run (first-call allocations and graph setup)
+    warm = unpack_batch(http_get(f"{url}/batch/{name}?n=1&rate=1000"))
+    models.run_batch(name, session, warm)
+    _trim()
+    loaded = sampler._proc.rss_mb()
+    runs, cons, out_sizes = [], [], []
+    for run_id, batch, mbps in plan:
+        t0 = sampler.mark()
+        payload = http_get(f"{url}/batch/{name}?n={batch}&rate={mbps:g}", sampler)
+        t1 = sampler.mark()
+        blobs = unpack_batch(payload)
+        results = models.run_batch(name, session, blobs)
+        t2 = sampler.mark()
+        http_post(f"{url}/upload?rate={mbps:g}", pack_results(results), sampler)
+        t3 = sampler.mark()
+        time.sleep(0.05)
+        sampler.mark()
+        a = sampler.array()
+        out_sizes.extend(len(r) for r in results)
+        runs.append({"run_id": run_id, "subtask_type": name, "batch_size": batch, "bandwidth_mbps": mbps,
+                     "download_s": t1 - t0, "execution_s": t2 - t1, "upload_s": t3 - t2,
+                     "execution_peak_memory_mb": sampler.peak_rss(t1, t2)})
+        for phase, lo, hi in (("download", t0, t1), ("execution", t1, t2), ("upload", t2, t3)):
+            for row in per_second(a, lo, hi):
+                cons.append({"run_id": run_id, "phase": phase, "t": row["t"], "cpu_pct": row["cpu_pct"],
+                             "memory_mb": row["memory_mb"], "band_in_mbps": row["band_in_mbps"],
+                             "band_out_mbps": row["band_out_mbps"]})
+        sampler.clear_before(t3 - 1.0)
+        _trim()
+    sampler.stop()
+    return {"runs": runs, "consumption": cons, "baseline_rss_mb": baseline, "loaded_rss_mb": loaded,
+            "output_size_mb": float(np.mean(out_sizes)) / 1e6 if out_sizes else 0.0}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def write_csv_gz(path: Path, columns: list[str], rows: list[dict]) -> None:
+    with gzip.open(path, "wt", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_fmt(r[c]) for c in columns])
+
+
+def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), bandwidths=(5.0, 20.0, 100.0),
+                     repetitions=2, model_dir=None, sample_hz=10.0, threads=0, seed=0, command=None,
+                     quiet=False) -> Path:
+    from . import models
+    from .procstat import cpu_model, meminfo_mb, n_cores
+    from .server import LocalServer
+
+    types = list(types or models.ALL_TYPES)
+    unknown = [t for t in types if t not in models.SPECS]
+    if unknown:
+        raise ValueError(f"unknown subtask types {unknown}; known: {models.ALL_TYPES}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = _dt.datetime.now(_dt.timezone.utc)
+    wall0 = time.monotonic()
+    paths = {t: models.model_path(t, model_dir) for t in types}
+    runs_all, cons_all, catalog = [], [], []
+    with tempfile.TemporaryDirectory(prefix="gmmv-serve-") as tmp:
+        root = Path(tmp)
+        in_sizes = prepare_inputs(root, types, seed)
+        run_id = 0
+        with LocalServer(root) as srv:
+            for name in types:
+                plan = []
+                for _rep in range(repetitions):
+                    for mbps in bandwidths:
+                        for b in batch_sizes:
+                            plan.append((run_id, int(b), float(mbps)))
+                            run_id += 1
+                if not quiet:
+                    print(f"subtasks: {name}: {len(plan)} runs", file=sys.stderr, flush=True)
+                t_type = time.monotonic()
+                with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+                    res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads).result()
+                runs_all += res["runs"]
+                cons_all += res["consumption"]
+                spec = models.SPECS[name]
+                catalog.append({
+                    "name": name, "description": spec.description, "weights": spec.weights,
+                    "data_size_mb": round(os.path.getsize(paths[name]) / 1e6, 4),
+                    "input_size_mb": round(in_sizes[name], 6),
+                    "output_size_mb": round(res["output_size_mb"], 6),
+                    "model_file": spec.model_file,
+                    "worker_baseline_rss_mb": round(res["baseline_rss_mb"], 1),
+                    "worker_loaded_rss_mb": round(res["loaded_rss_mb"], 1),
+                    "collect_wall_s": round(time.monotonic() - t_type, 1),
+                })
+                if not quiet:
+                    print(f"subtasks: {name} done in {time.monotonic() - t_type:.0f} s", file=sys.stderr,
+                          flush=True)
+    write_csv_gz(out / "runs.csv.gz", RUN_COLUMNS, runs_all)
+    write_csv_gz(out / "consumption.csv.gz", CONS_COLUMNS, cons_all)
+    (out / "catalog.json").write_text(json.dumps(catalog, indent=2) + "\n")
+    import onnxruntime
+    import platform
+
+    meta = {
+        "date": started.isoformat(timespec="seconds"),
+        "command": command or " ".join(sys.argv),
+        "wall_s": round(time.monotonic() - wall0, 1),
+        "types": types, "batch_sizes": list(batch_sizes), "bandwidths_mbps": list(bandwidths),
+        "repetitions": repetitions, "sample_hz": sample_hz,
+        "onnxruntime": onnxruntime.__version__, "intra_op_threads": threads or "runtime default",
+        "cpu_model": cpu_model(), "cores": n_cores(), "ram_mb": round(meminfo_mb().get("MemTotal", 0), 1),
+        "os": platform.platform(), "python": platform.python_version(),
+        "n_runs": len(runs_all), "n_consumption_rows": len(cons_all),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out

@@ -1,0 +1,110 @@
+"""`fit_bundle`: traces folder -> model bundle (docs/formats.md, section 1).
+
+Everything is read and checked first (`fitting.traces.load_traces`), then fitted in
+memory; the bundle directory (bundle.yaml + report/) is written only at the end and
+atomically by `gmm_volunteer.bundle.write_bundle`, so a failed fit leaves nothing
+behind and an existing bundle stays untouched until the new one is complete.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from fitting.arma import FULL_GRID, QUICK_GRID
+from fitting.hazard import DEGREES
+from fitting.traces import TraceError, load_traces
+
+
+def _created(created: str | None) -> str:
+    if created is not None:
+        return created
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = _dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch else _dt.datetime.now(_dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _provenance(traces, traces_dir, candidates, degrees) -> str:
+    m = traces.machine
+    grid = "full ARMA grid" if set(candidates) == set(FULL_GRID) else f"reduced ARMA grid {sorted(candidates)}"
+    levels = sorted(set(traces.downloads["level_mbps"].tolist()))
+    return (
+        f"fitted by `gmmv fit {traces_dir}` from resources/ ({m.get('cpu_model', '?')}, {m.get('date', '?')}, "
+        f"{len(traces.resources)} samples), subtasks/ ({len(traces.runs)} runs of {len(traces.catalog)} subtask types), "
+        f"downloads/ ({traces.downloads['run_id'].nunique()} downloads at {levels} Mbit/s); {grid}; "
+        f"hazard degrees {list(degrees)}"
+        + ("; download levels marked preliminary in levels.json" if (traces.levels or {}).get("preliminary") else "")
+    )
+
+
+def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None) -> tuple[dict, dict]:
+    """Fit every component; return (bundle dict, diagnostics for the report)."""
+    from fitting.catalog import derived_base_profile, subtask_type_blocks, task_type_blocks
+    from fitting.consumption import fit_allocation, fit_consumption
+    from fitting.hazard import fit_hazard
+    from fitting.memory import memory_blocks
+
+    allocation, alloc_diag = fit_allocation(traces, candidates)
+    consumption, cons_diag = fit_consumption(traces, candidates)
+    hazard, hazard_diag = fit_hazard(traces, degrees)
+    memory = memory_blocks(traces)
+    task_types, groups = task_type_blocks(traces)
+    profile, profile_detail = derived_base_profile(traces)
+    bundle = {
+        "format": "gmmv-model-bundle",
+        "format_version": 1,
+        "provisional": False,
+        "created": _created(created),
+        "provenance": _provenance(traces, traces_dir, candidates, degrees),
+        "resources": ["band_in", "band_out", "cpu", "memory", "storage"],
+        "allocation": allocation,
+        "subtask_types": subtask_type_blocks(traces, memory),
+        "task_types": task_types,
+        "consumption": consumption,
+        "hazard": hazard,
+        "derived_base_profile": profile,
+    }
+    diag = {
+        "series": alloc_diag + cons_diag,
+        "hazard": hazard_diag,
+        "groups": groups,
+        "profile": profile_detail,
+    }
+    return bundle, diag
+
+
+def fit_bundle(
+    traces_dir,
+    out_dir,
+    candidates=FULL_GRID,
+    degrees=DEGREES,
+    report: bool = True,
+    created: str | None = None,
+) -> Path:
+    """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
+
+    Raises `TraceError` (naming the file and column) on unusable traces; nothing is
+    written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
+    """
+    from gmm_volunteer.bundle import validate_bundle, write_bundle
+
+    traces = load_traces(traces_dir)
+    bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created)
+    validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
+    tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
+    try:
+        extra = {}
+        if report:
+            from fitting.report import write_report
+
+            write_report(bundle, diag, traces, tmp / "report")
+            extra["report"] = tmp / "report"
+        return write_bundle(bundle, out_dir, extra_files=extra)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+__all__ = ["fit_bundle", "build_bundle", "TraceError", "FULL_GRID", "QUICK_GRID"]

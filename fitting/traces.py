@@ -1,0 +1,229 @@
+"""Reading and checking a traces folder (`traces/FORMAT.md`).
+
+Every problem raises `TraceError` with a message that names the file and the column,
+before any fitting starts, so that `gmmv fit` fails fast and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+RESOURCE_COLUMNS = {
+    "band_in": "band_in_mbps",
+    "band_out": "band_out_mbps",
+    "cpu": "cpu_pct",
+    "memory": "memory_mb",
+    "storage": "storage_mb",
+}
+RUN_COLUMNS = ("run_id", "subtask_type", "batch_size", "bandwidth_mbps", "download_s", "execution_s", "upload_s")
+CONSUMPTION_COLUMNS = ("run_id", "phase", "t", "cpu_pct", "memory_mb", "band_in_mbps", "band_out_mbps")
+DOWNLOAD_COLUMNS = ("level_mbps", "run_id", "t", "band_in_mbps", "cpu_pct", "memory_mb", "storage_delta_mb")
+CATALOG_KEYS = ("name", "description", "data_size_mb", "input_size_mb", "output_size_mb")
+PHASES = ("download", "execution", "upload")
+
+# Values beyond these cannot be measurements in the stated units (e.g. bytes instead of
+# MB, bit/s instead of Mbit/s): 100 Gbit/s, 100 cores, 10 TB RAM, 1 PB disk, 11 days.
+ABSURD = {"mbps": 1e5, "pct": 1e4, "memory_mb": 1e7, "storage_mb": 1e9, "s": 1e6, "batch_size": 1e4}
+# The resource trace may exceed the nominal capacity a little (counter jitter), not more.
+MAX_FRACTION = 1.5
+MIN_RESOURCE_SECONDS = 120
+MIN_RUNS = 2
+
+
+class TraceError(ValueError):
+    """A traces folder that cannot be fitted; the message names the file and column."""
+
+
+@dataclass
+class Traces:
+    root: Path
+    resources: "object"  # pandas.DataFrame, 1 row per sample
+    machine: dict
+    catalog: list[dict]
+    runs: "object"
+    consumption: "object"
+    downloads: "object"
+    levels: dict | None
+
+
+def _bound(column: str) -> float:
+    if column.endswith("_mbps"):
+        return ABSURD["mbps"]
+    if column.endswith("_pct"):
+        return ABSURD["pct"]
+    if column.endswith("_s") or column == "t":
+        return ABSURD["s"]
+    if column in ABSURD:
+        return ABSURD[column]
+    if column.startswith("storage"):
+        return ABSURD["storage_mb"]
+    return ABSURD["memory_mb"]
+
+
+def _read_csv(path: Path, columns: tuple[str, ...], min_rows: int = 1):
+    import pandas as pd
+
+    if not path.exists() and path.suffix == ".gz" and path.with_suffix("").exists():
+        path = path.with_suffix("")  # an uncompressed table is read as well
+    rel = f"{path.parent.name}/{path.name}"
+    if not path.exists():
+        raise TraceError(f"{rel}: file missing")
+    try:
+        df = pd.read_csv(path)
+    except Exception as err:  # corrupt gzip, empty file, bad quoting
+        raise TraceError(f"{rel}: cannot be read as CSV: {err}") from None
+    for c in columns:
+        if c not in df.columns:
+            raise TraceError(f"{rel}: column {c!r} missing (have {list(df.columns)})")
+    if len(df) < min_rows:
+        raise TraceError(f"{rel}: column {columns[0]!r}: too short ({len(df)} rows, need >= {min_rows})")
+    for c in columns:
+        if c in ("subtask_type", "phase"):
+            if df[c].isna().any():
+                raise TraceError(f"{rel}: column {c!r}: missing values (row {int(np.flatnonzero(df[c].isna())[0]) + 2})")
+            df[c] = df[c].astype(str)
+            continue
+        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        bad = ~np.isfinite(vals)
+        if bad.any():
+            raise TraceError(f"{rel}: column {c!r}: NaN or non-numeric value at row {int(np.flatnonzero(bad)[0]) + 2}")
+        neg = vals < 0
+        if neg.any():
+            i = int(np.flatnonzero(neg)[0])
+            raise TraceError(f"{rel}: column {c!r}: negative value {vals[i]} at row {i + 2}")
+        big = vals > _bound(c)
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            raise TraceError(f"{rel}: column {c!r}: value {vals[i]} at row {i + 2} is absurd for its unit (> {_bound(c):g}); wrong units?")
+        df[c] = vals
+    return df
+
+
+def _read_json(path: Path):
+    rel = f"{path.parent.name}/{path.name}"
+    if not path.exists():
+        raise TraceError(f"{rel}: file missing")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise TraceError(f"{rel}: not valid JSON: {err}") from None
+
+
+def _check_resources(df, machine: dict) -> None:
+    rel = "resources/machine.json"
+    cap = machine.get("capacity") if isinstance(machine, dict) else None
+    if not isinstance(cap, dict):
+        raise TraceError(f"{rel}: key 'capacity' missing")
+    for col in RESOURCE_COLUMNS.values():
+        v = cap.get(col)
+        if not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+            raise TraceError(f"{rel}: key 'capacity.{col}' missing or not a positive number")
+        frac = df[col].to_numpy() / float(v)
+        if (frac > MAX_FRACTION).any():
+            i = int(np.argmax(frac))
+            raise TraceError(
+                f"resources/resources.csv.gz: column {col!r}: value {df[col].iloc[i]} at row {i + 2} is "
+                f"{frac[i]:.3g} x the capacity {v} in machine.json; wrong units?"
+            )
+    t = df["time_s"].to_numpy()
+    if (np.diff(t) <= 0).any():
+        i = int(np.flatnonzero(np.diff(t) <= 0)[0]) + 1
+        raise TraceError(f"resources/resources.csv.gz: column 'time_s': not strictly increasing at row {i + 2}")
+    if t[-1] - t[0] < MIN_RESOURCE_SECONDS:
+        raise TraceError(
+            f"resources/resources.csv.gz: column 'time_s': too short ({t[-1] - t[0]:.0f} s, need >= {MIN_RESOURCE_SECONDS} s)"
+        )
+
+
+def _check_catalog(catalog) -> None:
+    rel = "subtasks/catalog.json"
+    if not isinstance(catalog, list) or not catalog:
+        raise TraceError(f"{rel}: must be a non-empty list of subtask types")
+    names = []
+    for i, entry in enumerate(catalog):
+        for k in CATALOG_KEYS:
+            if k not in entry:
+                raise TraceError(f"{rel}: entry {i}: key {k!r} missing")
+        for k in ("data_size_mb", "input_size_mb", "output_size_mb"):
+            v = entry[k]
+            if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 or v > ABSURD["storage_mb"]:
+                raise TraceError(f"{rel}: entry {i} ({entry['name']}): key {k!r} must be a size in MB, got {v!r}")
+        if entry["data_size_mb"] <= 0:
+            raise TraceError(f"{rel}: entry {i} ({entry['name']}): key 'data_size_mb' must be > 0")
+        names.append(entry["name"])
+    if len(set(names)) != len(names):
+        raise TraceError(f"{rel}: key 'name': duplicate subtask type names")
+
+
+def _check_runs(runs, consumption, catalog) -> None:
+    names = {e["name"] for e in catalog}
+    unknown = sorted(set(runs["subtask_type"]) - names)
+    if unknown:
+        raise TraceError(f"subtasks/runs.csv.gz: column 'subtask_type': {unknown} not in catalog.json")
+    missing = [e["name"] for e in catalog if e["name"] not in set(runs["subtask_type"])]
+    if missing:
+        raise TraceError(f"subtasks/runs.csv.gz: column 'subtask_type': catalog types {missing} have no runs")
+    if runs["run_id"].duplicated().any():
+        raise TraceError("subtasks/runs.csv.gz: column 'run_id': duplicate run ids")
+    bs = runs["batch_size"].to_numpy()
+    if (bs < 1).any() or (bs != np.round(bs)).any():
+        raise TraceError("subtasks/runs.csv.gz: column 'batch_size': must be integers >= 1")
+    if (runs["bandwidth_mbps"].to_numpy() <= 0).any():
+        raise TraceError("subtasks/runs.csv.gz: column 'bandwidth_mbps': must be > 0")
+    bad_phase = sorted(set(consumption["phase"]) - set(PHASES))
+    if bad_phase:
+        raise TraceError(f"subtasks/consumption.csv.gz: column 'phase': unknown phases {bad_phase}")
+    known = set(runs["run_id"].tolist())
+    orphan = sorted(set(consumption["run_id"].tolist()) - known)
+    if orphan:
+        raise TraceError(f"subtasks/consumption.csv.gz: column 'run_id': runs {orphan[:5]} not in runs.csv.gz")
+    have = set(zip(consumption["run_id"].tolist(), consumption["phase"].tolist()))
+    for rid in runs["run_id"].tolist():
+        for ph in PHASES:
+            if (rid, ph) not in have:
+                raise TraceError(f"subtasks/consumption.csv.gz: column 'phase': run {rid:g} has no {ph!r} rows")
+
+
+def _attach_download_types(root: Path, downloads, catalog) -> None:
+    """Add a `subtask_type` column to the downloads when the collector's meta.json maps
+    every download run to a catalog type (optional; used for per-type download memory)."""
+    if "subtask_type" in downloads.columns:
+        return
+    meta_path = root / "downloads" / "meta.json"
+    if not meta_path.exists():
+        return
+    try:
+        runs = json.loads(meta_path.read_text()).get("runs") or []
+        mapping = {float(r["run_id"]): str(r["subtask_type"]) for r in runs}
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        return
+    names = {e["name"] for e in catalog}
+    ids = downloads["run_id"].tolist()
+    if mapping and all(i in mapping for i in ids) and set(mapping.values()) <= names:
+        downloads["subtask_type"] = [mapping[i] for i in ids]
+
+
+def load_traces(root: str | Path) -> Traces:
+    """Read and check every file of a traces folder; raise `TraceError` on any problem."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TraceError(f"{root}: traces folder not found")
+    resources = _read_csv(root / "resources" / "resources.csv.gz", ("time_s", *RESOURCE_COLUMNS.values()), min_rows=10)
+    machine = _read_json(root / "resources" / "machine.json")
+    _check_resources(resources, machine)
+    catalog = _read_json(root / "subtasks" / "catalog.json")
+    _check_catalog(catalog)
+    runs = _read_csv(root / "subtasks" / "runs.csv.gz", RUN_COLUMNS, min_rows=MIN_RUNS)
+    consumption = _read_csv(root / "subtasks" / "consumption.csv.gz", CONSUMPTION_COLUMNS)
+    _check_runs(runs, consumption, catalog)
+    downloads = _read_csv(root / "downloads" / "downloads.csv.gz", DOWNLOAD_COLUMNS, min_rows=MIN_RUNS)
+    if (downloads["level_mbps"].to_numpy() <= 0).any():
+        raise TraceError("downloads/downloads.csv.gz: column 'level_mbps': must be > 0")
+    _attach_download_types(root, downloads, catalog)
+    levels_path = root / "downloads" / "levels.json"
+    levels = _read_json(levels_path) if levels_path.exists() else None
+    return Traces(root, resources, machine, catalog, runs, consumption, downloads, levels)
