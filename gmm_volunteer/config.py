@@ -57,17 +57,10 @@ _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected
 
 
 class _DistBase(BaseModel):
+    """Base of the duration laws. Each law defines ``survival(t)`` (S(t) = P(duration >
+    t), vectorised over ``t`` in seconds), ``median()`` and ``mean()``."""
+
     model_config = _STRICT
-
-    def survival(self, t):
-        """S(t) = P(duration > t), vectorised over ``t`` (seconds)."""
-        raise NotImplementedError
-
-    def median(self) -> float:
-        raise NotImplementedError
-
-    def mean(self) -> float:
-        raise NotImplementedError
 
 
 class Weibull(_DistBase):
