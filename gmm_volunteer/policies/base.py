@@ -3,7 +3,10 @@
 A policy is a Python object with two methods:
 
 * ``reset(P, rng)``: called once before a run with the run's parameters and the
-  policy's own random stream; allocate any per-node state here (estimates, labels...).
+  policy's own numpy Generator (for Python-side work); allocate any per-node state here
+  (estimates, labels...). Jitted policy kernels draw instead from the state's streams,
+  e.g. ``rng.uniform(S.rng, rng.STREAM_SCHEDULER)``: passing a Generator into a jitted
+  function on every step is slow (rng.py).
 * ``act(S, P, t)``: called in every step t after the state update; observes s_t and acts
   through the functions in `gmm_volunteer.actions`, normally from its own ``@njit``
   kernel.
