@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench clean clean-cache
+.PHONY: demo test test-slow bench experiments clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
+
+# The reduced grid (72 short runs) and its HTML report: results/grid_small/report.html
+experiments: $(STAMP)
+	$(BIN)/gmmv sweep configs/grid_small.yaml
+	$(BIN)/gmmv report results/grid_small -o results/grid_small/report.html
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
