@@ -30,13 +30,7 @@ from gmm_volunteer.kernels.ops import (  # noqa: F401  (re-exported for policies
     slot_join,
 )
 from gmm_volunteer.kernels.people import clear_slots, end_request, start_think
-from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, PAUSED, READY, STORAGE
-
-
-@njit(cache=True, inline="always")
-def subtask_of(S, P, i, p):
-    """Global subtask index j of slot p of user i's active request."""
-    return P.task_sub[S.rq_type[i], p]
+from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, PAUSED, STORAGE
 
 
 @njit(cache=True, inline="always")
@@ -68,12 +62,6 @@ def marginal_memory(S, P, v, j, t):
     formed on v this step)."""
     n = new_batch_size(S, v, j, t)
     return mem_estimate(P, j, n + 1) - mem_estimate(P, j, n)
-
-
-@njit(cache=True, inline="always")
-def can_run(S, v, j):
-    """v is online and holds ready data for subtask j (the server holds all data)."""
-    return v == 0 or (S.online[v] == 1 and S.rd_state[v, j] == READY)
 
 
 @njit(cache=True)

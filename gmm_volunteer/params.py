@@ -30,7 +30,6 @@ N_RES = 5
 N_CRES = 4  # resources with a consumption model (storage is accumulated downloads)
 IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
 EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
-STAGE_OF_PHASE = np.array([-1, 1, 2, 3, -1], dtype=np.int64)
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
 MAX_BATCH_TABLE = 512  # memory estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
 

@@ -57,10 +57,12 @@ def test_ar1_sampler_autocorrelation(phi):
 
 def test_ma1_sampler_autocorrelation():
     # MA(1): rho_1 = theta / (1 + theta^2), rho_2 = 0.
+    # Bartlett: var r1 = (1 - 3 rho^2 + 4 rho^4) / n, var r2 = (1 + 2 rho^2) / n; 5 SE each.
     theta, n = 0.6, 200_000
+    rho = theta / (1 + theta**2)
     x = _ar_series(0.0, theta, n, 5)
-    assert abs(acf(x, 1) - theta / (1 + theta**2)) < 5 / math.sqrt(n) * 1.5
-    assert abs(acf(x, 2)) < 5 / math.sqrt(n) * 1.5
+    assert abs(acf(x, 1) - rho) < 5 * math.sqrt((1 - 3 * rho**2 + 4 * rho**4) / n)
+    assert abs(acf(x, 2)) < 5 * math.sqrt((1 + 2 * rho**2) / n)
 
 
 def test_yeo_johnson_inverse_roundtrip():
