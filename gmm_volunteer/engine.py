@@ -18,13 +18,8 @@ from gmm_volunteer import rng as rng_mod
 from gmm_volunteer.bundle import load_bundle
 from gmm_volunteer.kernels.consumption import step_completions, step_consumption
 from gmm_volunteer.kernels.heap import heap_push
-from gmm_volunteer.kernels.people import (
-    allocation_restart,
-    start_think,
-    step_allocations,
-    step_availability,
-    step_requests,
-)
+from gmm_volunteer.kernels.allocation import allocation_restart, step_allocations
+from gmm_volunteer.kernels.people import start_think, step_availability, step_requests
 from gmm_volunteer.kernels.ops import list_add
 from gmm_volunteer.params import READY, Params, build_params, mean_duration, pack_params
 from gmm_volunteer.policies import make_executor, make_scheduler
@@ -39,7 +34,7 @@ def dynamics_step(S, P, t):
     S.ser_online[t] = S.n_on[0]
     step_requests(S, P, t)
     S.ser_active[t] = S.n_rq[0]
-    step_allocations(S, P)
+    step_allocations(S, P, t)
     for r in range(S.alloc.shape[1]):
         S.ser_salloc[t, r] = S.alloc[0, r]
     step_consumption(S, P, t)
@@ -84,7 +79,7 @@ def _init_state(S, P, online, age, next_change):
         S.rd_used[0] += P.sub_data_mb[j]
         S.rd_reserved[0] += P.sub_data_mb[j]
     S.rd_nready[0] = P.n_sub
-    allocation_restart(S, P, 0)
+    allocation_restart(S, P, 0, 0)
     for k in range(online.size):
         i = k + 1
         S.av_since[i] = -1 - age[k]
@@ -92,7 +87,7 @@ def _init_state(S, P, online, age, next_change):
         if online[k]:
             S.online[i] = 1
             list_add(S.on_list, S.on_pos, S.n_on, i)
-            allocation_restart(S, P, i)
+            allocation_restart(S, P, i, 0)
             start_think(S, P, i, 0)
 
 

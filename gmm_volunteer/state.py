@@ -33,7 +33,7 @@ STATE_FIELDS = (
     # request log
     "lg_user lg_type lg_start lg_end lg_out n_lg "
     # allocations a_t and their ARMA histories
-    "alloc al_y al_e al_pos "
+    "alloc al_y al_e al_eps al_park_y al_park_e "
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
@@ -98,9 +98,11 @@ def allocate(P: Params, steps: int) -> State:
         lg_out=_i(lg_cap, 0, np.int8),
         n_lg=_i(1),
         alloc=np.zeros((V, N_RES)),
-        al_y=np.zeros((V, N_RES, H)),
-        al_e=np.zeros((V, N_RES, H)),
-        al_pos=_i(V),
+        al_y=np.zeros((N_RES, H, V)),
+        al_e=np.zeros((N_RES, H, V)),
+        al_eps=np.zeros((N_RES, V)),
+        al_park_y=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
+        al_park_e=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
         rd_state=np.zeros((V, J), np.int8),
         rd_mb=np.zeros((V, J)),
         rd_used=np.zeros(V),
@@ -234,7 +236,7 @@ def _state_type():
     """Struct type from a tiny allocation: field types do not depend on sizes."""
     from types import SimpleNamespace
 
-    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1), 1)
+    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0), 1)
     return StateStruct(struct_fields(example))
 
 
@@ -279,7 +281,9 @@ def _pack(T):
     s.alloc = T.alloc
     s.al_y = T.al_y
     s.al_e = T.al_e
-    s.al_pos = T.al_pos
+    s.al_eps = T.al_eps
+    s.al_park_y = T.al_park_y
+    s.al_park_e = T.al_park_e
     s.rd_state = T.rd_state
     s.rd_mb = T.rd_mb
     s.rd_used = T.rd_used

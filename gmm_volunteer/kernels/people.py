@@ -9,7 +9,7 @@ and the n-th request of a user are the same whatever the policy did.
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.kernels.arma import arma_next, yeo_johnson_inverse
+from gmm_volunteer.kernels.allocation import allocation_enter, allocation_leave
 from gmm_volunteer.kernels.heap import heap_pop, heap_push
 from gmm_volunteer.kernels.ops import (
     OUT_ABANDONED,
@@ -22,10 +22,8 @@ from gmm_volunteer.kernels.ops import (
     release_slot,
     reset_node,
 )
-from gmm_volunteer.params import N_RES, READY
+from gmm_volunteer.params import READY
 from gmm_volunteer.rng import (
-    STREAM_ALLOCATION,
-    normal,
     KEY_AVAILABILITY,
     KEY_PATIENCE,
     KEY_REQUEST_TYPE,
@@ -119,53 +117,13 @@ def step_requests(S, P, t):
             start_think(S, P, i, t)
 
 
-# ---- allocations ------------------------------------------------------------------
-
-
-@njit(cache=True)
-def allocation_draw(S, P, nodes, n_nodes, with_server):
-    """One ARMA step of every resource of the server (if `with_server`) and of
-    nodes[:n_nodes]; writes a_t (paper 2.2). Arrays are looked up once per call:
-    per-node calls would pay for the lookups a thousand times per step."""
-    al_y, al_e, alloc, al_pos, st, spare = S.al_y, S.al_e, S.alloc, S.al_pos, S.rng, S.rng_spare
-    ar, ma, p, q, sigma = P.al_ar, P.al_ma, P.al_p, P.al_q, P.al_sigma
-    zm, zsd, lam, mean, sd, amax = P.al_zm, P.al_zsd, P.al_lam, P.al_mean, P.al_sd, P.amax
-    for k in range(-1 if with_server else 0, n_nodes):
-        v = 0 if k < 0 else nodes[k]
-        pos = al_pos[v]
-        cls = 0 if v == 0 else 1
-        for r in range(N_RES):
-            eps = sigma[r] * normal(st, spare, STREAM_ALLOCATION)
-            z = arma_next(al_y, al_e, v, r, pos, p[r], q[r], ar[r], ma[r], eps)
-            # inverse Yeo-Johnson, then rescale to a fraction of the maximum allocation
-            frac = mean[r] + sd[r] * yeo_johnson_inverse(zm[r] + zsd[r] * z, lam[r])
-            frac = min(max(frac, 0.0), 1.0)
-            alloc[v, r] = frac * amax[cls, r]
-        al_pos[v] = pos + 1
-
-
-@njit(cache=True)
-def allocation_restart(S, P, v):
-    """A returning user's allocation history starts afresh after a burn-in."""
-    S.al_y[v, :, :] = 0.0
-    S.al_e[v, :, :] = 0.0
-    S.al_pos[v] = 0
-    one = np.array([v], dtype=np.int32)
-    for _ in range(P.burn_in):
-        allocation_draw(S, P, one, 1, False)
-
-
-@njit(cache=True)
-def step_allocations(S, P):
-    allocation_draw(S, P, S.on_list, S.n_on[0], True)
-
-
 # ---- availability -----------------------------------------------------------------
 
 
 @njit(cache=True)
 def go_offline(S, P, i, t):
     S.online[i] = 0
+    allocation_leave(S, P, i, t)
     list_remove(S.on_list, S.on_pos, S.n_on, i)
     if S.rq_type[i] >= 0:
         end_request(S, P, i, t - 1, OUT_DROPPED)
@@ -184,8 +142,7 @@ def go_online(S, P, i, t):
     for j in range(P.n_sub):
         if S.rd_state[i, j] == READY:
             holder_add(S, j, i)
-    if P.restart == 0:
-        allocation_restart(S, P, i)
+    allocation_enter(S, P, i, t)
     start_think(S, P, i, t)
 
 
