@@ -37,7 +37,7 @@ STATE_FIELDS = (
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
-    "dl_node dl_sub dl_age dl_cons dl_y dl_e dl_list dl_pos n_dl dl_free n_dlfree "
+    "dl_node dl_sub dl_age dl_cons dl_y dl_e dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun "
     # execution y per request slot
     "ex_node ex_phase ex_batch "
     # batches (pool) and their member lists
@@ -124,6 +124,8 @@ def allocate(P: Params, steps: int) -> State:
         n_dl=_i(1),
         dl_free=np.arange(d_cap - 1, -1, -1, dtype=np.int32),
         n_dlfree=np.array([d_cap], np.int64),
+        dl_run=_i(d_cap, -1, np.int32),
+        n_dlrun=_i(1),
         ex_node=np.full((V, S), -1, np.int32),
         ex_phase=np.zeros((V, S), np.int8),
         ex_batch=np.full((V, S), -1, np.int32),
@@ -177,7 +179,7 @@ _POOL_GROUPS = {
               ("b_node", "b_sub", "b_phase", "b_age", "b_born", "b_size", "b_head", "b_mem",
                "b_cons", "b_y", "b_e", "b_nnext", "b_nprev", "b_list", "b_pos")),
     "download": ("n_dl", "dl_free", "n_dlfree",
-                 ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_y", "dl_e", "dl_list", "dl_pos")),
+                 ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_y", "dl_e", "dl_list", "dl_pos", "dl_run")),
 }
 _LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out")
 
@@ -205,7 +207,7 @@ def _grow_pool(st: State, changes: dict, fields, free: str, nfree: str, need: in
 
 
 _POOL_FILL = {f: -1 for f in ("b_node", "b_sub", "b_head", "b_nnext", "b_nprev", "b_list", "b_pos",
-                              "dl_node", "dl_sub", "dl_list", "dl_pos")}
+                              "dl_node", "dl_sub", "dl_list", "dl_pos", "dl_run")}
 
 
 def grow_if_needed(st: State, P: Params) -> State:
@@ -305,6 +307,8 @@ def _pack(T):
     s.n_dl = T.n_dl
     s.dl_free = T.dl_free
     s.n_dlfree = T.n_dlfree
+    s.dl_run = T.dl_run
+    s.n_dlrun = T.n_dlrun
     s.ex_node = T.ex_node
     s.ex_phase = T.ex_phase
     s.ex_batch = T.ex_batch

@@ -90,6 +90,7 @@ def _level(S, P, stage, v, size):
 
 @njit(cache=True)
 def _node_totals(S):
+    """Per-node sums of the active batches and the running downloads (nd_cons)."""
     nd_cons, touched = S.nd_cons, S.nd_touched
     for k in range(S.n_touched[0]):
         v = touched[k]
@@ -101,9 +102,9 @@ def _node_totals(S):
         v = b_node[b]
         for r in range(N_CRES):
             nd_cons[v, r] += b_cons[b, r]
-    dl_list, dl_node, dl_cons = S.dl_list, S.dl_node, S.dl_cons
-    for k in range(S.n_dl[0]):
-        d = dl_list[k]
+    dl_run, dl_node, dl_cons = S.dl_run, S.dl_node, S.dl_cons
+    for k in range(S.n_dlrun[0]):
+        d = dl_run[k]
         v = dl_node[d]
         for r in range(N_CRES):
             nd_cons[v, r] += dl_cons[d, r]
@@ -136,7 +137,11 @@ def step_consumption(S, P, t):
         stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
         level = _level(S, P, stage, v, b_size[b])
         _sample(P, st, spare, stage, sub_type[b_sub[b]], level, b_y, b_e, b, t - b_born[b], b_cons, w)
+    # Running downloads (node online, readiness LOADING), in download-list order, go to
+    # dl_run: the later passes and the completions visit only them.
     dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
+    dl_run = S.dl_run
+    n_run = 0
     for k in range(S.n_dl[0]):
         d = dl_list[k]
         v, j = dl_node[d], dl_sub[d]
@@ -144,9 +149,12 @@ def step_consumption(S, P, t):
             for r in range(N_CRES):
                 dl_cons[d, r] = 0.0  # paused, or frozen while its node is offline
             continue
+        dl_run[n_run] = d
+        n_run += 1
         _touch(S, v, t)
         level = _level(S, P, STAGE_DATA, v, 1)
         _sample(P, st, spare, STAGE_DATA, sub_type[j], level, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
+    S.n_dlrun[0] = n_run
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
     # slows every batch on the node proportionally.
@@ -166,8 +174,8 @@ def step_consumption(S, P, t):
     for k in range(S.n_b[0]):
         b = b_list[k]
         _scale(b_cons, b, b_node[b], S, g_in, g_out)
-    for k in range(S.n_dl[0]):
-        d = dl_list[k]
+    for k in range(n_run):
+        d = dl_run[k]
         _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
     _node_totals(S)
     # Record c_t before the executor acts (paper 3.2, Fig. 4).
@@ -213,11 +221,10 @@ def hazard(P, h, m, cons, size, age):
 @njit(cache=True)
 def step_completions(S, P, t):
     """Factors d^x, x and d^y, y: downloads accumulate, batches draw one completion each."""
-    for k in range(S.n_dl[0] - 1, -1, -1):
-        d = S.dl_list[k]
-        v, j = S.dl_node[d], S.dl_sub[d]
-        if S.online[v] and S.rd_state[v, j] == LOADING:
-            accumulate_download(S, P, d, t)
+    # The downloads that ran in this step's consumption, latest in the list first.
+    for k in range(S.n_dlrun[0] - 1, -1, -1):
+        accumulate_download(S, P, S.dl_run[k], t)
+    S.n_dlrun[0] = 0
     # Iterate backwards: a phase change never creates a batch (it transitions in place or
     # merges into one already visited), so a swap-remove only moves visited entries.
     n0 = S.n_b[0]
