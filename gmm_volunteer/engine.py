@@ -3,7 +3,9 @@
 Inside a step the factors run in the order of their dependencies (DESIGN.md section 3):
 availability, requests, allocations, (offline resets happen with availability),
 consumption, completions; then the executor and the scheduler act. The dynamics are one
-numba call per step; policies are Python objects whose `act` runs their own kernel.
+numba call per step (`kernels.step`); policies are Python objects whose `act` runs their
+own kernel. For the built-in policies a fused runner (`policies.fused`) runs chunks of
+steps in one call instead, with the same result.
 """
 
 from __future__ import annotations
@@ -16,29 +18,16 @@ from numba import njit
 from gmm_volunteer import __version__
 from gmm_volunteer import rng as rng_mod
 from gmm_volunteer.bundle import load_bundle
-from gmm_volunteer.kernels.consumption import step_completions, step_consumption
+from gmm_volunteer.kernels.allocation import allocation_restart
 from gmm_volunteer.kernels.heap import heap_push
-from gmm_volunteer.kernels.allocation import allocation_restart, step_allocations
-from gmm_volunteer.kernels.people import start_think, step_availability, step_requests
 from gmm_volunteer.kernels.ops import list_add
+from gmm_volunteer.kernels.people import start_think
+from gmm_volunteer.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.params import READY, Params, build_params, mean_duration, pack_params
 from gmm_volunteer.policies import make_executor, make_scheduler
+from gmm_volunteer.policies.fused import fused_runner
 from gmm_volunteer.runrecord import RunRecord
-from gmm_volunteer.state import State, allocate, grow_if_needed, pack_state
-
-
-@njit(cache=True)
-def dynamics_step(S, P, t):
-    """Factors 1-6 of step t; the policies act afterwards (factor 7)."""
-    step_availability(S, P, t)
-    S.ser_online[t] = S.n_on[0]
-    step_requests(S, P, t)
-    S.ser_active[t] = S.n_rq[0]
-    step_allocations(S, P, t)
-    for r in range(S.alloc.shape[1]):
-        S.ser_salloc[t, r] = S.alloc[0, r]
-    step_consumption(S, P, t)
-    step_completions(S, P, t)
+from gmm_volunteer.state import allocate, grow_if_needed, pack_state
 
 
 def _length_biased(law: np.ndarray, size: int, g: np.random.Generator) -> np.ndarray:
@@ -91,13 +80,7 @@ def _init_state(S, P, online, age, next_change):
             start_think(S, P, i, 0)
 
 
-def _needs_growth(S: State, P: Params) -> bool:
-    return (
-        S.n_bfree[0] < S.n_rq[0] * P.max_slots + S.n_b[0] + 64
-        or S.n_dlfree[0] < S.n_on[0] + 64
-        or S.n_lg[0] + P.n_nodes + 8 > S.lg_user.shape[0]
-        or S.rh_n[0] + 2 * P.n_nodes + 8 > S.rh_t.shape[0]
-    )
+CHUNK = 1000  # steps per fused-runner call: progress updates and Ctrl-C come between chunks
 
 
 class Simulation:
@@ -126,6 +109,7 @@ class Simulation:
         online, age, next_change = stationary_availability(self.params, gens["init"])
         _init_state(self.S, self.P, online, age, next_change)
         self.t = 0
+        self._grown_at = -1
 
     def step(self) -> None:
         """Advance one step: factors 1-6, then the executor, then the scheduler."""
@@ -136,10 +120,13 @@ class Simulation:
 
     def advance(self) -> None:
         """Factors 1-6 of step `t` (the state update before the policies act)."""
-        if _needs_growth(self.arrays, self.params):
-            self.arrays = grow_if_needed(self.arrays, self.params)
-            self.S = pack_state(self.arrays)
+        if needs_growth(self.S, self.P):
+            self._grow()
         dynamics_step(self.S, self.P, self.t)
+
+    def _grow(self) -> None:
+        self.arrays = grow_if_needed(self.arrays, self.params)
+        self.S = pack_state(self.arrays)
 
     def act_executor(self) -> None:
         self.executor.act(self.S, self.P, self.t)
@@ -147,8 +134,12 @@ class Simulation:
     def act_scheduler(self) -> None:
         self.scheduler.act(self.S, self.P, self.t)
 
-    def run(self, progress: bool = True) -> RunRecord:
+    def run(self, progress: bool = True, fused: bool = True) -> RunRecord:
+        """Run to the last step. With `fused` (the default), a policy pair that has a fused
+        runner (`policies.fused`) advances CHUNK steps per kernel call; otherwise, or with
+        `fused=False`, every step goes through `step()`. Both give the same trajectory."""
         t0 = time.perf_counter()
+        runner = fused_runner(self.scheduler, self.executor) if fused else None
         bar = None
         if progress:
             from tqdm import tqdm
@@ -157,8 +148,11 @@ class Simulation:
                        desc=f"{self.cfg.scheduler} N={self.params.n_users}")
         try:
             while self.t < self.steps:
-                self.step()
-                if bar is not None and self.t % 1000 == 0:
+                if runner is None:
+                    self.step()
+                else:
+                    self._run_chunk(runner, min(self.steps, self.t + CHUNK))
+                if bar is not None and (runner is not None or self.t % 1000 == 0):
                     bar.update(self.t - bar.n)
             if bar is not None:
                 bar.update(self.t - bar.n)
@@ -166,6 +160,17 @@ class Simulation:
             if bar is not None:
                 bar.close()
         return self.record(wall_time_s=time.perf_counter() - t0)
+
+    def _run_chunk(self, runner, end: int) -> None:
+        """Steps t..end-1 through the fused runner, growing pools where it stops."""
+        while self.t < end:
+            t = runner(self.S, self.P, self.t, end)
+            if t < end:  # the pools must grow before step t
+                if t == self.t and needs_growth(self.S, self.P) and self._grown_at == t:
+                    raise RuntimeError(f"step {t}: growing the state's pools did not make room")
+                self._grown_at = t
+                self._grow()
+            self.t = t
 
     def record(self, wall_time_s: float = float("nan")) -> RunRecord:
         """The run's record up to the current step."""

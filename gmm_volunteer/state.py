@@ -48,7 +48,7 @@ STATE_FIELDS = (
     # merge index: batch born this step per (node, subtask, phase)
     "mg_id mg_t "
     # per-step series
-    "key rng rng_spare ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev"
+    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev"
 ).split()
 State = namedtuple("State", STATE_FIELDS)
 
@@ -162,7 +162,6 @@ def allocate(P: Params, steps: int) -> State:
         mg_t=np.full((V, J, 4), -1, np.int64),
         key=np.zeros(1, np.uint64),
         rng=np.zeros(8, np.uint64),
-        rng_spare=np.zeros(16),
         ser_online=np.zeros(steps, np.int32),
         ser_active=np.zeros(steps, np.int32),
         ser_salloc=np.zeros((steps, N_RES), np.float32),
@@ -345,7 +344,6 @@ def _pack(T):
     s.mg_t = T.mg_t
     s.key = T.key
     s.rng = T.rng
-    s.rng_spare = T.rng_spare
     s.ser_online = T.ser_online
     s.ser_active = T.ser_active
     s.ser_salloc = T.ser_salloc

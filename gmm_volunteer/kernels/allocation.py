@@ -38,11 +38,11 @@ def _fraction(P, r, z):
 @njit(cache=True)
 def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
-    al_y, al_e, st, spare = S.al_y, S.al_e, S.rng, S.rng_spare
+    al_y, al_e, st = S.al_y, S.al_e, S.rng
     mask = al_y.shape[1] - 1
     cls = 0 if v == 0 else 1
     for r in range(N_RES):
-        eps = P.al_sigma[r] * normal(st, spare, STREAM_ALLOCATION)
+        eps = P.al_sigma[r] * normal(st, STREAM_ALLOCATION)
         z = eps
         for i in range(P.al_p[r]):
             z += P.al_ar[r, i] * al_y[r, (t - 1 - i) & mask, row]
@@ -104,12 +104,12 @@ def allocation_enter(S, P, v, t):
 def step_allocations(S, P, t):
     """Factor a_t for the server and every online user (paper 2.2)."""
     n = S.n_on[0] + 1
-    al_y, al_e, eps, st, spare = S.al_y, S.al_e, S.al_eps, S.rng, S.rng_spare
+    al_y, al_e, eps, st = S.al_y, S.al_e, S.al_eps, S.rng
     mask = al_y.shape[1] - 1
     w = t & mask
     for row in range(n):  # innovations in the order of one scalar recursion per node
         for r in range(N_RES):
-            eps[r, row] = P.al_sigma[r] * normal(st, spare, STREAM_ALLOCATION)
+            eps[r, row] = P.al_sigma[r] * normal(st, STREAM_ALLOCATION)
     for r in range(N_RES):
         y, e, er = al_y[r], al_e[r], eps[r]
         yw, ew = y[w], e[w]

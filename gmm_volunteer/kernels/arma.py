@@ -29,9 +29,14 @@ def arma_next(y, e, a, r, pos, p, q, ar, ma, eps):
 
 @njit(cache=True, inline="always")
 def yeo_johnson_inverse(y, lam):
+    """Inverse Yeo-Johnson transform. The branches for lam in {0, 1, 2} (where one side
+    is the identity, a log or a square root) avoid a general power: the fitted allocation
+    models mostly have lam = 2 or 0 (lam is fitted within [0, 2], docs/fitting.md)."""
     if y >= 0.0:
         if lam == 1.0:  # identity: the common case of an untransformed series
             return y
+        if lam == 2.0:
+            return np.sqrt(2.0 * y + 1.0) - 1.0
         if abs(lam) < 1e-12:
             return np.exp(y) - 1.0
         base = y * lam + 1.0
@@ -40,6 +45,10 @@ def yeo_johnson_inverse(y, lam):
         return base ** (1.0 / lam) - 1.0
     if abs(lam - 2.0) < 1e-12:
         return 1.0 - np.exp(-y)
+    if lam == 0.0:
+        return 1.0 - np.sqrt(1.0 - 2.0 * y)
+    if lam == 1.0:
+        return y
     base = 1.0 - y * (2.0 - lam)
     if base <= 0.0:
         base = 1e-12

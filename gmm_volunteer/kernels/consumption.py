@@ -41,7 +41,7 @@ def _touch(S, v, t):
 
 
 @njit(cache=True, inline="always")
-def _sample(P, st, spare, stage, m, level, yb, eb, a, pos, out, w):
+def _sample(P, st, stage, m, level, yb, eb, a, pos, out, w):
     """Consumption of batch/download `a` (row of yb, eb, out) at `level`.
 
     Statistics are IDW-interpolated at the level clamped to the measured range (IDW
@@ -72,7 +72,7 @@ def _sample(P, st, spare, stage, m, level, yb, eb, a, pos, out, w):
             for l in range(nl):
                 mean += w[l] * st_mean[stage, m, r, l]
                 sd += w[l] * st_sd[stage, m, r, l]
-        eps = P.cs_sigma[stage, r] * normal(st, spare, STREAM_CONSUMPTION)
+        eps = P.cs_sigma[stage, r] * normal(st, STREAM_CONSUMPTION)
         z = arma_next(yb, eb, a, r, pos, P.cs_p[stage, r], P.cs_q[stage, r], P.cs_ar[stage, r], P.cs_ma[stage, r], eps)
         val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
         out[a, r] = val if val > 0.0 else 0.0
@@ -127,7 +127,7 @@ def step_consumption(S, P, t):
     """Factor c_t: sample, then share bandwidth and CPU; record server and user totals."""
     S.n_touched[0] = 0
     w = np.empty(P.levels.shape[1])
-    st, spare = S.rng, S.rng_spare
+    st = S.rng
     b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
     b_y, b_e, b_cons, sub_type = S.b_y, S.b_e, S.b_cons, P.sub_type
     for k in range(S.n_b[0]):
@@ -136,7 +136,7 @@ def step_consumption(S, P, t):
         _touch(S, v, t)
         stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
         level = _level(S, P, stage, v, b_size[b])
-        _sample(P, st, spare, stage, sub_type[b_sub[b]], level, b_y, b_e, b, t - b_born[b], b_cons, w)
+        _sample(P, st, stage, sub_type[b_sub[b]], level, b_y, b_e, b, t - b_born[b], b_cons, w)
     # Running downloads (node online, readiness LOADING), in download-list order, go to
     # dl_run: the later passes and the completions visit only them.
     dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
@@ -153,7 +153,7 @@ def step_consumption(S, P, t):
         n_run += 1
         _touch(S, v, t)
         level = _level(S, P, STAGE_DATA, v, 1)
-        _sample(P, st, spare, STAGE_DATA, sub_type[j], level, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
+        _sample(P, st, STAGE_DATA, sub_type[j], level, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
     S.n_dlrun[0] = n_run
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
