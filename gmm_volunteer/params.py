@@ -23,6 +23,7 @@ import numpy as np
 
 from gmm_volunteer import rng as _rng
 from gmm_volunteer.bundle import STAGES, Bundle
+from gmm_volunteer.kernels.arma import batch_level_statistics
 from gmm_volunteer.structs import ParamsStruct
 
 BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE = range(5)
@@ -51,7 +52,7 @@ PARAM_FIELDS = (
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "st_mean st_sd idw_power "
+    "st_mean st_sd idw_power bt_mean bt_sd "
     # hazards
     "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type"
 ).split()
@@ -71,7 +72,7 @@ PARAM_SPEC = {
     **{k: (np.int64, 2) for k in "task_sub cs_p cs_q".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
-    **{k: (np.float64, 4) for k in "st_mean st_sd".split()},
+    **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
     "hz_terms": (np.int64, 3),
 }
 assert set(PARAM_SPEC) == set(PARAM_FIELDS)
@@ -238,6 +239,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
             st_sd[s, :, r, : n_levels[s]] = np.asarray(res.stats.sd)
     cs = _arma_arrays(blocks, hist)
     cs = [a.reshape((n_st, N_CRES) + a.shape[1:]) for a in cs]
+    idw_power = float(bundle.consumption.idw_power)
+    bt_mean, bt_sd = batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power,
+                                            LEVEL_BATCH, MAX_BATCH_TABLE)
 
     # Hazards, phases download/execution/upload -> 0/1/2.
     phases = ("download", "execution", "upload")
@@ -309,7 +313,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
         n_levels=n_levels,
         st_mean=st_mean,
         st_sd=st_sd,
-        idw_power=float(bundle.consumption.idw_power),
+        idw_power=idw_power,
+        bt_mean=bt_mean,
+        bt_sd=bt_sd,
         hz_res=hz_res,
         hz_cm=hz_cm,
         hz_cs=hz_cs,
@@ -387,6 +393,8 @@ def _pack(T):
     s.st_mean = T.st_mean
     s.st_sd = T.st_sd
     s.idw_power = T.idw_power
+    s.bt_mean = T.bt_mean
+    s.bt_sd = T.bt_sd
     s.hz_res = T.hz_res
     s.hz_cm = T.hz_cm
     s.hz_cs = T.hz_cs

@@ -33,7 +33,7 @@ STATE_FIELDS = (
     # request log
     "lg_user lg_type lg_start lg_end lg_out n_lg "
     # allocations a_t and their ARMA histories
-    "alloc al_y al_e al_eps al_park_y al_park_e "
+    "alloc al_y al_e al_eps al_normals al_park_y al_park_e "
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
@@ -42,7 +42,7 @@ STATE_FIELDS = (
     "ex_node ex_phase ex_batch "
     # batches (pool) and their member lists
     "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_y b_e "
-    "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev "
+    "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
     "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_touched nd_tstamp n_touched "
     # merge index: batch born this step per (node, subtask, phase)
@@ -101,6 +101,7 @@ def allocate(P: Params, steps: int) -> State:
         al_y=np.zeros((N_RES, H, V)),
         al_e=np.zeros((N_RES, H, V)),
         al_eps=np.zeros((N_RES, V)),
+        al_normals=np.zeros(V * N_RES),
         al_park_y=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
         al_park_e=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
         rd_state=np.zeros((V, J), np.int8),
@@ -147,6 +148,7 @@ def allocate(P: Params, steps: int) -> State:
         n_b=_i(1),
         b_free=np.arange(b_cap - 1, -1, -1, dtype=np.int32),
         n_bfree=np.array([b_cap], np.int64),
+        cs_normals=np.zeros((b_cap + d_cap) * N_CRES),
         sl_next=_i(V * S, -1, np.int64),
         sl_prev=_i(V * S, -1, np.int64),
         nd_bhead=_i(V, -1, np.int32),
@@ -221,6 +223,9 @@ def grow_if_needed(st: State, P: Params) -> State:
     _grow_pool(st, changes, b_fields, "b_free", "n_bfree", int(st.n_rq[0]) * P.max_slots + int(st.n_b[0]) + 64)
     _, _, _, d_fields = _POOL_GROUPS["download"]
     _grow_pool(st, changes, d_fields, "dl_free", "n_dlfree", int(st.n_on[0]) + 64)
+    need = (changes.get("b_node", st.b_node).shape[0] + changes.get("dl_node", st.dl_node).shape[0]) * N_CRES
+    if st.cs_normals.shape[0] < need:  # one innovation per modelled resource of each batch/download
+        changes["cs_normals"] = np.zeros(need)
     V = P.n_nodes
     if st.n_lg[0] + V + 8 > st.lg_user.shape[0]:
         for f in _LOG_FIELDS:
@@ -283,6 +288,7 @@ def _pack(T):
     s.al_y = T.al_y
     s.al_e = T.al_e
     s.al_eps = T.al_eps
+    s.al_normals = T.al_normals
     s.al_park_y = T.al_park_y
     s.al_park_e = T.al_park_e
     s.rd_state = T.rd_state
@@ -329,6 +335,7 @@ def _pack(T):
     s.n_b = T.n_b
     s.b_free = T.b_free
     s.n_bfree = T.n_bfree
+    s.cs_normals = T.cs_normals
     s.sl_next = T.sl_next
     s.sl_prev = T.sl_prev
     s.nd_bhead = T.nd_bhead

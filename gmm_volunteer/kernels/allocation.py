@@ -19,7 +19,7 @@ from numba import njit
 
 from gmm_volunteer.kernels.arma import yeo_johnson_inverse
 from gmm_volunteer.params import N_RES
-from gmm_volunteer.rng import STREAM_ALLOCATION, normal
+from gmm_volunteer.rng import STREAM_ALLOCATION, fill_normals, normal
 
 
 @njit(cache=True, inline="always")
@@ -104,12 +104,16 @@ def allocation_enter(S, P, v, t):
 def step_allocations(S, P, t):
     """Factor a_t for the server and every online user (paper 2.2)."""
     n = S.n_on[0] + 1
-    al_y, al_e, eps, st = S.al_y, S.al_e, S.al_eps, S.rng
+    al_y, al_e, eps, raw = S.al_y, S.al_e, S.al_eps, S.al_normals
     mask = al_y.shape[1] - 1
     w = t & mask
-    for row in range(n):  # innovations in the order of one scalar recursion per node
-        for r in range(N_RES):
-            eps[r, row] = P.al_sigma[r] * normal(st, STREAM_ALLOCATION)
+    # Innovations in the order of one scalar recursion per node (row-major: node, then
+    # resource), drawn as one block.
+    fill_normals(S.rng, STREAM_ALLOCATION, raw, n * N_RES)
+    for r in range(N_RES):
+        sigma, er = P.al_sigma[r], eps[r]
+        for row in range(n):
+            er[row] = sigma * raw[row * N_RES + r]
     for r in range(N_RES):
         y, e, er = al_y[r], al_e[r], eps[r]
         yw, ew = y[w], e[w]

@@ -77,3 +77,33 @@ def idw_weights(x, knots, n, power, out):
         s += out[i]
     for i in range(n):
         out[i] /= s
+
+
+@njit(cache=True)
+def batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power, batch_kind, n_max):
+    """IDW-interpolated scaling statistics of the batch-size stages for every batch size
+    1..n_max, as (mean, sd) arrays [stage, subtask type, size, resource].
+
+    Same arithmetic as the per-sample interpolation in `consumption._sample`, so looking
+    a batch's statistics up here gives the same numbers without the interpolation."""
+    n_st, n_types, n_res, _ = st_mean.shape
+    mean = np.zeros((n_st, n_types, n_max + 1, n_res))
+    sd = np.zeros((n_st, n_types, n_max + 1, n_res))
+    w = np.empty(levels.shape[1])
+    for s in range(n_st):
+        if level_kind[s] != batch_kind:
+            continue
+        nl = n_levels[s]
+        for n in range(1, n_max + 1):
+            q = min(max(float(n), levels[s, 0]), levels[s, nl - 1])
+            idw_weights(q, levels[s], nl, idw_power, w)
+            for m in range(n_types):
+                for r in range(n_res):
+                    a = 0.0
+                    b = 0.0
+                    for l in range(nl):
+                        a += w[l] * st_mean[s, m, r, l]
+                        b += w[l] * st_sd[s, m, r, l]
+                    mean[s, m, n, r] = a
+                    sd[s, m, n, r] = b
+    return mean, sd

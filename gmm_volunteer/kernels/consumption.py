@@ -11,9 +11,9 @@ scaled: it is a hard limit the executor enforces, and c_t is recorded before it 
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.kernels.arma import arma_next, arma_value, idw_weights
+from gmm_volunteer.kernels.arma import arma_value, idw_weights
 from gmm_volunteer.kernels.ops import accumulate_download, batch_advance
-from gmm_volunteer.rng import STREAM_CONSUMPTION, STREAM_HAZARD, normal, uniform
+from gmm_volunteer.rng import STREAM_CONSUMPTION, STREAM_HAZARD, fill_normals, uniform
 from gmm_volunteer.params import (
     BAND_IN,
     BAND_OUT,
@@ -22,6 +22,7 @@ from gmm_volunteer.params import (
     LEVEL_BAND_OUT,
     LEVEL_BATCH,
     LOADING,
+    MAX_BATCH_TABLE,
     MEMORY,
     N_CRES,
     STORAGE,
@@ -41,41 +42,61 @@ def _touch(S, v, t):
 
 
 @njit(cache=True, inline="always")
-def _sample(P, st, stage, m, level, yb, eb, a, pos, out, w):
-    """Consumption of batch/download `a` (row of yb, eb, out) at `level`.
+def _sample(P, nrm, at, stage, m, level, size, yb, eb, a, pos, out, w):
+    """Consumption of batch/download `a` (row of yb, eb, out) at `level`; its
+    innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
 
     Statistics are IDW-interpolated at the level clamped to the measured range (IDW
-    does not extrapolate). The bandwidth a transfer uses is interpolated as a fraction
-    of its level and rescaled to the node's actual level, so a node with twice the
-    bandwidth transfers twice as fast (docs/model.md).
+    does not extrapolate); batch-size levels up to MAX_BATCH_TABLE are looked up in
+    `P.bt_mean`/`P.bt_sd`, which hold the same interpolation. The bandwidth a transfer
+    uses is interpolated as a fraction of its level and rescaled to the node's actual
+    level, so a node with twice the bandwidth transfers twice as fast (docs/model.md).
+    Arrays are indexed in place: slicing a parameter row per sample costs more than the
+    arithmetic.
     """
     nl = P.n_levels[stage]
-    knots = P.levels[stage]
-    q = min(max(level, knots[0]), knots[nl - 1])
-    idw_weights(q, knots, nl, P.idw_power, w)
-    st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
+    knots = P.levels
     kind = P.level_kind[stage]
+    tabulated = kind == LEVEL_BATCH and size <= MAX_BATCH_TABLE
+    if not tabulated:
+        q = min(max(level, knots[stage, 0]), knots[stage, nl - 1])
+        idw_weights(q, knots[stage], nl, P.idw_power, w)
+    st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
     band = BAND_IN if kind == LEVEL_BAND_IN else (BAND_OUT if kind == LEVEL_BAND_OUT else -1)
+    mask = yb.shape[2] - 1
+    cs_ar, cs_ma = P.cs_ar, P.cs_ma
     for r in range(N_CRES):
         if not has[stage, r]:
             out[a, r] = 0.0
             continue
         mean = 0.0
         sd = 0.0
-        if r == band:
+        if tabulated:
+            mean = P.bt_mean[stage, m, size, r]
+            sd = P.bt_sd[stage, m, size, r]
+        elif r == band:
             for l in range(nl):
-                mean += w[l] * st_mean[stage, m, r, l] / knots[l]
-                sd += w[l] * st_sd[stage, m, r, l] / knots[l]
+                mean += w[l] * st_mean[stage, m, r, l] / knots[stage, l]
+                sd += w[l] * st_sd[stage, m, r, l] / knots[stage, l]
             mean *= level
             sd *= level
         else:
             for l in range(nl):
                 mean += w[l] * st_mean[stage, m, r, l]
                 sd += w[l] * st_sd[stage, m, r, l]
-        eps = P.cs_sigma[stage, r] * normal(st, STREAM_CONSUMPTION)
-        z = arma_next(yb, eb, a, r, pos, P.cs_p[stage, r], P.cs_q[stage, r], P.cs_ar[stage, r], P.cs_ma[stage, r], eps)
+        # One ARMA step (arma.arma_next, written out on the batch's ring).
+        eps = P.cs_sigma[stage, r] * nrm[at]
+        at += 1
+        z = eps
+        for i in range(P.cs_p[stage, r]):
+            z += cs_ar[stage, r, i] * yb[a, r, (pos - 1 - i) & mask]
+        for j in range(P.cs_q[stage, r]):
+            z += cs_ma[stage, r, j] * eb[a, r, (pos - 1 - j) & mask]
+        yb[a, r, pos & mask] = z
+        eb[a, r, pos & mask] = eps
         val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
         out[a, r] = val if val > 0.0 else 0.0
+    return at
 
 
 @njit(cache=True, inline="always")
@@ -127,8 +148,32 @@ def step_consumption(S, P, t):
     """Factor c_t: sample, then share bandwidth and CPU; record server and user totals."""
     S.n_touched[0] = 0
     w = np.empty(P.levels.shape[1])
-    st = S.rng
+    # Running downloads (node online, readiness LOADING), in download-list order, go to
+    # dl_run: the sampling, the later passes and the completions visit only them.
+    dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
+    dl_run = S.dl_run
+    n_run = 0
+    for k in range(S.n_dl[0]):
+        d = dl_list[k]
+        if online[dl_node[d]] and rd_state[dl_node[d], dl_sub[d]] == LOADING:
+            dl_run[n_run] = d
+            n_run += 1
+        else:
+            for r in range(N_CRES):
+                dl_cons[d, r] = 0.0  # paused, or frozen while its node is offline
+    # The innovations of every sample of this step, drawn as one block in the order the
+    # samples use them (batches, then downloads; modelled resources in order).
+    n_has = np.zeros(P.cs_has.shape[0], np.int64)
+    for stage in range(n_has.size):
+        for r in range(N_CRES):
+            n_has[stage] += P.cs_has[stage, r]
     b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
+    n_eps = n_run * n_has[STAGE_DATA]
+    for k in range(S.n_b[0]):
+        n_eps += n_has[b_phase[b_list[k]]]
+    nrm = S.cs_normals
+    fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
+    at = 0
     b_y, b_e, b_cons, sub_type = S.b_y, S.b_e, S.b_cons, P.sub_type
     for k in range(S.n_b[0]):
         b = b_list[k]
@@ -136,24 +181,13 @@ def step_consumption(S, P, t):
         _touch(S, v, t)
         stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
         level = _level(S, P, stage, v, b_size[b])
-        _sample(P, st, stage, sub_type[b_sub[b]], level, b_y, b_e, b, t - b_born[b], b_cons, w)
-    # Running downloads (node online, readiness LOADING), in download-list order, go to
-    # dl_run: the later passes and the completions visit only them.
-    dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
-    dl_run = S.dl_run
-    n_run = 0
-    for k in range(S.n_dl[0]):
-        d = dl_list[k]
-        v, j = dl_node[d], dl_sub[d]
-        if not online[v] or rd_state[v, j] != LOADING:
-            for r in range(N_CRES):
-                dl_cons[d, r] = 0.0  # paused, or frozen while its node is offline
-            continue
-        dl_run[n_run] = d
-        n_run += 1
+        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_y, b_e, b, t - b_born[b], b_cons, w)
+    for k in range(n_run):
+        d = dl_run[k]
+        v = dl_node[d]
         _touch(S, v, t)
         level = _level(S, P, STAGE_DATA, v, 1)
-        _sample(P, st, STAGE_DATA, sub_type[j], level, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
+        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
     S.n_dlrun[0] = n_run
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
