@@ -23,7 +23,7 @@ import numpy as np
 
 from gmm_volunteer import rng as _rng
 from gmm_volunteer.bundle import STAGES, Bundle
-from gmm_volunteer.kernels.arma import batch_level_statistics
+from gmm_volunteer.kernels.arma import batch_level_statistics, log1p_table
 from gmm_volunteer.structs import ParamsStruct
 
 BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE = range(5)
@@ -32,6 +32,7 @@ N_CRES = 4  # resources with a consumption model (storage is accumulated downloa
 IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
 EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
+HAZARD_AGE_TABLE = 4096  # log(age + 1) of batch ages tabulated for the phase hazards
 MAX_BATCH_TABLE = 512  # memory estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
 
 _DIST_CODES = {
@@ -54,7 +55,7 @@ PARAM_FIELDS = (
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
     "st_mean st_sd idw_power bt_mean bt_sd "
     # hazards
-    "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type"
+    "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage"
 ).split()
 Params = namedtuple("Params", PARAM_FIELDS)
 
@@ -65,7 +66,7 @@ PARAM_SPEC = {
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem al_sigma al_lam "
-        "al_zm al_zsd al_mean al_sd hz_icpt").split()},
+        "al_zm al_zsd al_mean al_sd hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q level_kind n_levels hz_res hz_nterms".split()},
     **{k: (np.float64, 2) for k in (
         "mem_est amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels hz_cm hz_cs hz_coef hz_type").split()},
@@ -324,6 +325,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
         hz_coef=hz_coef,
         hz_icpt=hz_icpt,
         hz_type=hz_type,
+        hz_logage=log1p_table(HAZARD_AGE_TABLE),
     )
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
@@ -403,6 +405,7 @@ def _pack(T):
     s.hz_coef = T.hz_coef
     s.hz_icpt = T.hz_icpt
     s.hz_type = T.hz_type
+    s.hz_logage = T.hz_logage
     return s
 
 

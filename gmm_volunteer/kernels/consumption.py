@@ -230,22 +230,33 @@ def step_consumption(S, P, t):
 
 
 @njit(cache=True, inline="always")
+def _times(term, z, e):
+    """term * z * z * ... (e factors), multiplied one at a time; unrolled for e <= 3, the
+    degrees the fitted hazards use."""
+    if e > 0:
+        term *= z
+        if e > 1:
+            term *= z
+            if e > 2:
+                term *= z
+                for _ in range(e - 3):
+                    term *= z
+    return term
+
+
+@njit(cache=True, inline="always")
 def hazard(P, h, m, cons, size, age):
     """Discrete-time logistic hazard of finishing phase h this step (paper 2.2)."""
     zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
     zn = (size - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
-    zl = (np.log(age + 1.0) - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
+    log_age = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
+    zl = (log_age - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
     x = P.hz_icpt[h] + P.hz_type[h, m]
+    terms, coef = P.hz_terms, P.hz_coef
     for f in range(P.hz_nterms[h]):
-        term = P.hz_coef[h, f]
-        e = P.hz_terms[h, f]
-        for _ in range(e[0]):
-            term *= zc
-        for _ in range(e[1]):
-            term *= zn
-        for _ in range(e[2]):
-            term *= zl
-        x += term
+        term = _times(coef[h, f], zc, terms[h, f, 0])
+        term = _times(term, zn, terms[h, f, 1])
+        x += _times(term, zl, terms[h, f, 2])
     if x >= 0:
         return 1.0 / (1.0 + np.exp(-x))
     ex = np.exp(x)
