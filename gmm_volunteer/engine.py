@@ -134,11 +134,14 @@ class Simulation:
     def act_scheduler(self) -> None:
         self.scheduler.act(self.S, self.P, self.t)
 
-    def run(self, progress: bool = True, fused: bool = True) -> RunRecord:
-        """Run to the last step. With `fused` (the default), a policy pair that has a fused
-        runner (`policies.fused`) advances CHUNK steps per kernel call; otherwise, or with
+    def run(self, progress: bool = True, fused: bool = True, until: int | None = None) -> RunRecord:
+        """Run to the last step (or to step `until`) and return the record so far.
+
+        With `fused` (the default), a policy pair that has a fused runner
+        (`policies.fused`) advances CHUNK steps per kernel call; otherwise, or with
         `fused=False`, every step goes through `step()`. Both give the same trajectory."""
         t0 = time.perf_counter()
+        stop = self.steps if until is None else min(int(until), self.steps)
         runner = fused_runner(self.scheduler, self.executor) if fused else None
         bar = None
         if progress:
@@ -147,11 +150,11 @@ class Simulation:
             bar = tqdm(total=self.steps, unit="step", unit_scale=True, mininterval=0.5,
                        desc=f"{self.cfg.scheduler} N={self.params.n_users}")
         try:
-            while self.t < self.steps:
+            while self.t < stop:
                 if runner is None:
                     self.step()
                 else:
-                    self._run_chunk(runner, min(self.steps, self.t + CHUNK))
+                    self._run_chunk(runner, min(stop, self.t + CHUNK))
                 if bar is not None and (runner is not None or self.t % 1000 == 0):
                     bar.update(self.t - bar.n)
             if bar is not None:
