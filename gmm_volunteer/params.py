@@ -53,7 +53,7 @@ PARAM_FIELDS = (
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "st_mean st_sd idw_power bt_mean bt_sd "
+    "st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
     # hazards
     "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage"
 ).split()
@@ -62,7 +62,7 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in".split()},
+    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem al_sigma al_lam "
@@ -70,7 +70,7 @@ PARAM_SPEC = {
     **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q level_kind n_levels hz_res hz_nterms".split()},
     **{k: (np.float64, 2) for k in (
         "mem_est amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels hz_cm hz_cs hz_coef hz_type").split()},
-    **{k: (np.int64, 2) for k in "task_sub cs_p cs_q".split()},
+    **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
     **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
@@ -170,6 +170,33 @@ def history_length(bundle: Bundle) -> int:
     return 1 << (need - 1).bit_length()  # a power of two: ring indices by bit mask
 
 
+def _ring(order: int) -> int:
+    return 0 if order == 0 else 1 << (int(order) - 1).bit_length()
+
+
+def consumption_rings(cs_p, cs_q):
+    """Where each consumption ARMA keeps its history inside a batch's or download's row.
+
+    Per stage, resource by resource: a ring of z values (length the power of two >= p)
+    and a ring of innovations (>= q), side by side, so that a row holds only what its
+    models read (a few cache lines instead of N_CRES x 2 x hist values). Returns offsets,
+    masks and the row widths for batches (stages 1-3) and downloads (stage 0)."""
+    n_st, n_res = cs_p.shape
+    yoff, eoff = np.zeros((n_st, n_res), np.int64), np.zeros((n_st, n_res), np.int64)
+    ymask, emask = np.zeros((n_st, n_res), np.int64), np.zeros((n_st, n_res), np.int64)
+    width = np.zeros(n_st, np.int64)
+    for s in range(n_st):
+        cur = 0
+        for r in range(n_res):
+            ly, le = _ring(cs_p[s, r]), _ring(cs_q[s, r])
+            yoff[s, r], ymask[s, r] = cur, max(ly - 1, 0)
+            cur += ly
+            eoff[s, r], emask[s, r] = cur, max(le - 1, 0)
+            cur += le
+        width[s] = cur
+    return yoff, eoff, ymask, emask, max(1, int(width[1:].max())), max(1, int(width[0]))
+
+
 def build_params(cfg, bundle: Bundle) -> Params:
     """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
     n_users = int(cfg.users.count)
@@ -240,6 +267,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
             st_sd[s, :, r, : n_levels[s]] = np.asarray(res.stats.sd)
     cs = _arma_arrays(blocks, hist)
     cs = [a.reshape((n_st, N_CRES) + a.shape[1:]) for a in cs]
+    cs_yoff, cs_eoff, cs_ymask, cs_emask, b_hist, dl_hist = consumption_rings(cs[0], cs[1])
     idw_power = float(bundle.consumption.idw_power)
     bt_mean, bt_sd = batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power,
                                             LEVEL_BATCH, MAX_BATCH_TABLE)
@@ -317,6 +345,12 @@ def build_params(cfg, bundle: Bundle) -> Params:
         idw_power=idw_power,
         bt_mean=bt_mean,
         bt_sd=bt_sd,
+        cs_yoff=cs_yoff,
+        cs_eoff=cs_eoff,
+        cs_ymask=cs_ymask,
+        cs_emask=cs_emask,
+        b_hist=b_hist,
+        dl_hist=dl_hist,
         hz_res=hz_res,
         hz_cm=hz_cm,
         hz_cs=hz_cs,
@@ -397,6 +431,12 @@ def _pack(T):
     s.idw_power = T.idw_power
     s.bt_mean = T.bt_mean
     s.bt_sd = T.bt_sd
+    s.cs_yoff = T.cs_yoff
+    s.cs_eoff = T.cs_eoff
+    s.cs_ymask = T.cs_ymask
+    s.cs_emask = T.cs_emask
+    s.b_hist = T.b_hist
+    s.dl_hist = T.dl_hist
     s.hz_res = T.hz_res
     s.hz_cm = T.hz_cm
     s.hz_cs = T.hz_cs

@@ -37,11 +37,11 @@ STATE_FIELDS = (
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
-    "dl_node dl_sub dl_age dl_cons dl_y dl_e dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun "
+    "dl_node dl_sub dl_age dl_cons dl_h dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun "
     # execution y per request slot
     "ex_node ex_phase ex_batch "
     # batches (pool) and their member lists
-    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_y b_e "
+    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
     "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_touched nd_tstamp n_touched "
@@ -118,8 +118,7 @@ def allocate(P: Params, steps: int) -> State:
         dl_sub=_i(d_cap, -1, np.int32),
         dl_age=_i(d_cap),
         dl_cons=np.zeros((d_cap, N_CRES)),
-        dl_y=np.zeros((d_cap, N_CRES, H)),
-        dl_e=np.zeros((d_cap, N_CRES, H)),
+        dl_h=np.zeros((d_cap, P.dl_hist)),
         dl_list=_i(d_cap, -1, np.int32),
         dl_pos=_i(d_cap, -1, np.int32),
         n_dl=_i(1),
@@ -139,8 +138,7 @@ def allocate(P: Params, steps: int) -> State:
         b_head=_i(b_cap, -1, np.int64),
         b_mem=np.zeros(b_cap),
         b_cons=np.zeros((b_cap, N_CRES)),
-        b_y=np.zeros((b_cap, N_CRES, H)),
-        b_e=np.zeros((b_cap, N_CRES, H)),
+        b_h=np.zeros((b_cap, P.b_hist)),
         b_nnext=_i(b_cap, -1, np.int32),
         b_nprev=_i(b_cap, -1, np.int32),
         b_list=_i(b_cap, -1, np.int32),
@@ -178,9 +176,9 @@ _POOL_GROUPS = {
     # pool name: (count field, free-stack field, free-count field, fields indexed by pool id)
     "batch": ("n_b", "b_free", "n_bfree",
               ("b_node", "b_sub", "b_phase", "b_age", "b_born", "b_size", "b_head", "b_mem",
-               "b_cons", "b_y", "b_e", "b_nnext", "b_nprev", "b_list", "b_pos")),
+               "b_cons", "b_h", "b_nnext", "b_nprev", "b_list", "b_pos")),
     "download": ("n_dl", "dl_free", "n_dlfree",
-                 ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_y", "dl_e", "dl_list", "dl_pos", "dl_run")),
+                 ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
 _LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out")
 
@@ -242,7 +240,7 @@ def _state_type():
     """Struct type from a tiny allocation: field types do not depend on sizes."""
     from types import SimpleNamespace
 
-    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0), 1)
+    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1), 1)
     return StateStruct(struct_fields(example))
 
 
@@ -305,8 +303,7 @@ def _pack(T):
     s.dl_sub = T.dl_sub
     s.dl_age = T.dl_age
     s.dl_cons = T.dl_cons
-    s.dl_y = T.dl_y
-    s.dl_e = T.dl_e
+    s.dl_h = T.dl_h
     s.dl_list = T.dl_list
     s.dl_pos = T.dl_pos
     s.n_dl = T.n_dl
@@ -326,8 +323,7 @@ def _pack(T):
     s.b_head = T.b_head
     s.b_mem = T.b_mem
     s.b_cons = T.b_cons
-    s.b_y = T.b_y
-    s.b_e = T.b_e
+    s.b_h = T.b_h
     s.b_nnext = T.b_nnext
     s.b_nprev = T.b_nprev
     s.b_list = T.b_list

@@ -42,8 +42,8 @@ def _touch(S, v, t):
 
 
 @njit(cache=True, inline="always")
-def _sample(P, nrm, at, stage, m, level, size, yb, eb, a, pos, out, w):
-    """Consumption of batch/download `a` (row of yb, eb, out) at `level`; its
+def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
+    """Consumption of batch/download `a` (row of hist, out) at `level`; its
     innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
 
     Statistics are IDW-interpolated at the level clamped to the measured range (IDW
@@ -63,7 +63,6 @@ def _sample(P, nrm, at, stage, m, level, size, yb, eb, a, pos, out, w):
         idw_weights(q, knots[stage], nl, P.idw_power, w)
     st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
     band = BAND_IN if kind == LEVEL_BAND_IN else (BAND_OUT if kind == LEVEL_BAND_OUT else -1)
-    mask = yb.shape[2] - 1
     cs_ar, cs_ma = P.cs_ar, P.cs_ma
     for r in range(N_CRES):
         if not has[stage, r]:
@@ -84,16 +83,20 @@ def _sample(P, nrm, at, stage, m, level, size, yb, eb, a, pos, out, w):
             for l in range(nl):
                 mean += w[l] * st_mean[stage, m, r, l]
                 sd += w[l] * st_sd[stage, m, r, l]
-        # One ARMA step (arma.arma_next, written out on the batch's ring).
+        # One ARMA step (as arma.arma_next) on the rings of the row (params.consumption_rings).
         eps = P.cs_sigma[stage, r] * nrm[at]
         at += 1
         z = eps
-        for i in range(P.cs_p[stage, r]):
-            z += cs_ar[stage, r, i] * yb[a, r, (pos - 1 - i) & mask]
-        for j in range(P.cs_q[stage, r]):
-            z += cs_ma[stage, r, j] * eb[a, r, (pos - 1 - j) & mask]
-        yb[a, r, pos & mask] = z
-        eb[a, r, pos & mask] = eps
+        p, yo, ym = P.cs_p[stage, r], P.cs_yoff[stage, r], P.cs_ymask[stage, r]
+        for i in range(p):
+            z += cs_ar[stage, r, i] * hist[a, yo + ((pos - 1 - i) & ym)]
+        q, eo, em = P.cs_q[stage, r], P.cs_eoff[stage, r], P.cs_emask[stage, r]
+        for j in range(q):
+            z += cs_ma[stage, r, j] * hist[a, eo + ((pos - 1 - j) & em)]
+        if p > 0:
+            hist[a, yo + (pos & ym)] = z
+        if q > 0:
+            hist[a, eo + (pos & em)] = eps
         val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
         out[a, r] = val if val > 0.0 else 0.0
     return at
@@ -174,20 +177,20 @@ def step_consumption(S, P, t):
     nrm = S.cs_normals
     fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
     at = 0
-    b_y, b_e, b_cons, sub_type = S.b_y, S.b_e, S.b_cons, P.sub_type
+    b_h, b_cons, sub_type = S.b_h, S.b_cons, P.sub_type
     for k in range(S.n_b[0]):
         b = b_list[k]
         v = b_node[b]
         _touch(S, v, t)
         stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
         level = _level(S, P, stage, v, b_size[b])
-        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_y, b_e, b, t - b_born[b], b_cons, w)
+        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_h, b, t - b_born[b], b_cons, w)
     for k in range(n_run):
         d = dl_run[k]
         v = dl_node[d]
         _touch(S, v, t)
         level = _level(S, P, STAGE_DATA, v, 1)
-        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_y, S.dl_e, d, S.dl_age[d], dl_cons, w)
+        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
     S.n_dlrun[0] = n_run
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit

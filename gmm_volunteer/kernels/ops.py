@@ -103,8 +103,7 @@ def batch_new(S, P, v, j, phase, t):
     S.b_head[b] = -1
     S.b_mem[b] = 0.0
     S.b_cons[b, :] = 0.0
-    S.b_y[b, :, :] = 0.0
-    S.b_e[b, :, :] = 0.0
+    S.b_h[b, :] = 0.0
     h = S.nd_bhead[v]
     S.b_nnext[b] = h
     S.b_nprev[b] = -1
@@ -261,8 +260,7 @@ def batch_advance(S, P, b, t):
     S.b_phase[b] = nph
     S.b_age[b] = 0
     S.b_born[b] = t
-    S.b_y[b, :, :] = 0.0
-    S.b_e[b, :, :] = 0.0
+    S.b_h[b, :] = 0.0
     S.mg_id[v, j, nph] = b
     S.mg_t[v, j, nph] = t
 
@@ -289,8 +287,7 @@ def download_start(S, P, v, j, t):
     S.dl_sub[d] = j
     S.dl_age[d] = 0
     S.dl_cons[d, :] = 0.0
-    S.dl_y[d, :, :] = 0.0
-    S.dl_e[d, :, :] = 0.0
+    S.dl_h[d, :] = 0.0
     list_add(S.dl_list, S.dl_pos, S.n_dl, d)
     S.rd_dl[v, j] = d
     S.rd_state[v, j] = LOADING
