@@ -50,7 +50,7 @@ PARAM_FIELDS = (
     # tasks and subtasks
     "task_nsub task_sub sub_type sub_data_mb sub_dl_mem mem_est min_data_mb "
     # allocations
-    "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd restart burn_in "
+    "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
     "st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
@@ -67,7 +67,7 @@ PARAM_SPEC = {
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem al_sigma al_lam "
         "al_zm al_zsd al_mean al_sd hz_icpt hz_logage").split()},
-    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q level_kind n_levels hz_res hz_nterms".split()},
+    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff level_kind n_levels hz_res hz_nterms".split()},
     **{k: (np.float64, 2) for k in (
         "mem_est amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels hz_cm hz_cs hz_coef hz_type").split()},
     **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
@@ -237,6 +237,10 @@ def build_params(cfg, bundle: Bundle) -> Params:
     res_names = ("band_in", "band_out", "cpu", "memory", "storage")
     alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in res_names]
     al_p, al_q, al_ar, al_ma, al_sigma, al_lam, al_zm, al_zsd = _arma_arrays(alloc_blocks, hist)
+    # Rows of each resource in the allocation histories (kernels/allocation.py): p + 1
+    # slots of z values and q + 1 of innovations.
+    al_yoff = np.concatenate([[0], np.cumsum(al_p + 1)[:-1]]).astype(np.int64)
+    al_eoff = np.concatenate([[0], np.cumsum(al_q + 1)[:-1]]).astype(np.int64)
     al_mean = np.array([bundle.allocation[r].mean for r in res_names])
     al_sd = np.array([bundle.allocation[r].sd for r in res_names])
 
@@ -326,6 +330,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         al_zsd=al_zsd,
         al_mean=al_mean,
         al_sd=al_sd,
+        al_yoff=al_yoff,
+        al_eoff=al_eoff,
         restart=0 if cfg.allocation.restart == "burn_in" else 1,
         burn_in=int(cfg.allocation.burn_in_steps),
         cs_p=cs[0],
@@ -412,6 +418,8 @@ def _pack(T):
     s.al_zsd = T.al_zsd
     s.al_mean = T.al_mean
     s.al_sd = T.al_sd
+    s.al_yoff = T.al_yoff
+    s.al_eoff = T.al_eoff
     s.restart = T.restart
     s.burn_in = T.burn_in
     s.cs_p = T.cs_p

@@ -59,7 +59,7 @@ def _i(n, fill=0, dtype=np.int64):
 
 def allocate(P: Params, steps: int) -> State:
     """Empty state for `P` and a run of `steps` steps (everything offline, no requests)."""
-    V, J, H, S = P.n_nodes, P.n_sub, P.hist, P.max_slots
+    V, J, S = P.n_nodes, P.n_sub, P.max_slots
     b_cap = max(256, V // 2)
     d_cap = max(256, V // 4)
     lg_cap = max(1024, V * 4)
@@ -98,12 +98,12 @@ def allocate(P: Params, steps: int) -> State:
         lg_out=_i(lg_cap, 0, np.int8),
         n_lg=_i(1),
         alloc=np.zeros((V, N_RES)),
-        al_y=np.zeros((N_RES, H, V)),
-        al_e=np.zeros((N_RES, H, V)),
+        al_y=np.zeros((int(np.sum(P.al_p)) + N_RES, V)),
+        al_e=np.zeros((int(np.sum(P.al_q)) + N_RES, V)),
         al_eps=np.zeros((N_RES, V)),
         al_normals=np.zeros(V * N_RES),
-        al_park_y=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
-        al_park_e=np.zeros((V if P.restart == 1 else 1, N_RES, H)),
+        al_park_y=np.zeros((V if P.restart == 1 else 1, int(np.sum(P.al_p)) + N_RES)),
+        al_park_e=np.zeros((V if P.restart == 1 else 1, int(np.sum(P.al_q)) + N_RES)),
         rd_state=np.zeros((V, J), np.int8),
         rd_mb=np.zeros((V, J)),
         rd_used=np.zeros(V),
@@ -240,7 +240,8 @@ def _state_type():
     """Struct type from a tiny allocation: field types do not depend on sizes."""
     from types import SimpleNamespace
 
-    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1), 1)
+    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
+                              al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64)), 1)
     return StateStruct(struct_fields(example))
 
 
