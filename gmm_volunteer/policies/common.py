@@ -17,7 +17,6 @@ def schedule_downloads(S, P, t, max_downloads):
     one missing subtask-data download, chosen uniformly among those whose size fits its
     free storage and whose download-memory estimate m^x fits its free memory (the
     server holds all data a priori). docs/model.md explains the default of 1."""
-    cand = np.empty(P.n_sub, np.int64)
     for k in range(S.n_on[0]):
         v = S.on_list[k]
         if S.rd_nready[v] == P.n_sub or S.nd_ndl[v] >= max_downloads:
@@ -26,13 +25,20 @@ def schedule_downloads(S, P, t, max_downloads):
         if fs < P.min_data_mb:
             continue
         fm = free_memory(S, v)
+        # Most nodes have nothing that fits (their storage is nearly full): count
+        # without branching first, and look for the drawn subtask only if there is one.
         n = 0
         for j in range(P.n_sub):
+            n += (S.rd_state[v, j] == EMPTY) & (P.sub_data_mb[j] <= fs) & (P.sub_dl_mem[j] <= fm)
+        if n == 0:
+            continue
+        r = randint(S.rng, STREAM_SCHEDULER, n)
+        for j in range(P.n_sub):
             if S.rd_state[v, j] == EMPTY and P.sub_data_mb[j] <= fs and P.sub_dl_mem[j] <= fm:
-                cand[n] = j
-                n += 1
-        if n > 0:
-            start_download(S, P, v, cand[randint(S.rng, STREAM_SCHEDULER, n)], t)
+                if r == 0:
+                    start_download(S, P, v, j, t)
+                    break
+                r -= 1
 
 
 @njit(cache=True, inline="always")
