@@ -50,6 +50,11 @@ def check_structure(sim: Simulation) -> None:
     assert set(alive.tolist()) == set(sizes), "batch pool and slots disagree"
     for b, n in sizes.items():
         assert S.b_size[b] == n
+    # A node runs subtask j (nd_jcount > 0) exactly as long as a live batch of j sits on
+    # it: the affinity scheduler finds busy nodes from the batches.
+    jcount = np.zeros_like(S.nd_jcount)
+    np.add.at(jcount, (S.b_node[alive], S.b_sub[alive]), S.b_size[alive])
+    assert np.array_equal(jcount, S.nd_jcount)
     # Readiness never exceeds the data size; holders = online users with ready data.
     assert np.all(S.rd_mb <= P.sub_data_mb[None, :] + 1e-9)
     assert np.all(S.rd_mb >= -1e-9)
