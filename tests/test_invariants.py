@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine_support import make_config
 from gmm_volunteer.engine import Simulation
-from gmm_volunteer.params import DONE, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
+from gmm_volunteer.params import DONE, EMPTY, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
 
 
 def check_structure(sim: Simulation) -> None:
@@ -62,6 +62,11 @@ def check_structure(sim: Simulation) -> None:
         holders = set(S.hd_list[j, : S.hd_n[j]].tolist())
         expect = set(np.flatnonzero((S.rd_state[1:, j] == READY) & online[1:]) + 1)
         assert holders == expect
+    # Reserved storage is the data of the subtasks ready or downloading, and a node misses
+    # n_sub - ready - downloads of them (schedule_downloads bounds from these).
+    present = S.rd_state[1:] != EMPTY
+    np.testing.assert_allclose(S.rd_reserved[1:], present @ P.sub_data_mb, rtol=0, atol=1e-9)
+    assert np.array_equal(P.n_sub - S.rd_nready[1:] - S.nd_ndl[1:], (~present).sum(axis=1))
     # Downloads in the pool are exactly the loading/paused readiness cells.
     dls = S.dl_list[: S.n_dl[0]]
     cells = {(int(S.dl_node[d]), int(S.dl_sub[d])) for d in dls}
