@@ -75,6 +75,15 @@ def _busy_positions(S, j, nodes, out):
 
 
 @njit(cache=True)
+def _shuffle_pairs(S, user, slot):
+    """Shuffle the (user, slot) pairs in place, with the draws of rng.permutation."""
+    for a in range(user.size - 1, 0, -1):
+        b = randint(S.rng, STREAM_SCHEDULER, a + 1)
+        user[a], user[b] = user[b], user[a]
+        slot[a], slot[b] = slot[b], slot[a]
+
+
+@njit(cache=True)
 def affinity_step(S, P, t, max_downloads):
     schedule_downloads(S, P, t, max_downloads)
     cancel_obsolete(S, P, t)
@@ -106,26 +115,26 @@ def affinity_step(S, P, t, max_downloads):
     # stay as found here.
     run_offs, run_node = _nodes_running(S, P)
     busy_pos = np.empty(run_node.size, np.int64)
+    busy = np.empty(run_node.size, np.int64)
+    key = np.empty(run_node.size, np.float64)
     for j in permutation(S.rng, STREAM_SCHEDULER, P.n_sub):
         start, end = offs[j], offs[j + 1]
         if start == end:
             continue
         # Users requiring j in random order.
-        perm = permutation(S.rng, STREAM_SCHEDULER, end - start)
-        pu = pair_user[start:end][perm]
-        ps = pair_slot[start:end][perm]
+        pu = pair_user[start:end]
+        ps = pair_slot[start:end]
+        _shuffle_pairs(S, pu, ps)
         n_pairs = end - start
         done = 0
         # Eligible nodes running j already, most executions of j first (random ties
         # drawn in candidate order).
         nb = _busy_positions(S, j, run_node[run_offs[j] : run_offs[j + 1]], busy_pos)
-        busy = np.empty(nb, np.int64)
-        key = np.empty(nb, np.float64)
         for o in range(nb):
             v = candidate(S, j, busy_pos[o])
             busy[o] = v
             key[o] = -S.nd_jcount[v, j] - uniform(S.rng, STREAM_SCHEDULER) * 0.5
-        for o in np.argsort(key):
+        for o in np.argsort(key[:nb]):
             done = _fill(S, P, busy[o], j, t, pu, ps, done, n_pairs)
             if done == n_pairs:
                 break
