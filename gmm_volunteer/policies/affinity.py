@@ -59,19 +59,25 @@ def _busy_positions(S, j, nodes, out):
     n = 0
     for v in nodes:
         idx = n_cand - 1 if v == 0 else S.hd_pos[v, j]
-        if idx < 0:
-            continue  # not a candidate (its data is no longer ready)
-        # Insertion into the sorted prefix; these lists hold a few nodes.
-        k = n
-        while k > 0 and out[k - 1] > idx:
-            k -= 1
-        if k > 0 and out[k - 1] == idx:
-            continue
-        for m in range(n, k, -1):
-            out[m] = out[m - 1]
-        out[k] = idx
-        n += 1
-    return n
+        if idx >= 0:  # else not a candidate: its data is no longer ready
+            out[n] = idx
+            n += 1
+    if n > 16:
+        out[:n].sort()
+    else:  # usually the server and a few users: insertion sort is cheaper
+        for k in range(1, n):
+            x = out[k]
+            m = k
+            while m > 0 and out[m - 1] > x:
+                out[m] = out[m - 1]
+                m -= 1
+            out[m] = x
+    m = 0
+    for k in range(n):
+        if m == 0 or out[k] != out[m - 1]:
+            out[m] = out[k]
+            m += 1
+    return m
 
 
 @njit(cache=True)
