@@ -109,12 +109,16 @@ def finish_ready_requests(S, P, t):
 
 @njit(cache=True)
 def pending_requests_fifo(S):
-    """Users with an active request, oldest request first."""
-    users = S.rq_list[: S.n_rq[0]].copy()
-    starts = np.empty(users.size, np.int64)
+    """Users with an active request, oldest request first (ties: lower user first)."""
+    # Sort (start, user) keys in place and decode: one array, no index permutation.
+    users = np.empty(S.n_rq[0], np.int64)
     for k in range(users.size):
-        starts[k] = S.rq_start[users[k]] * (1 << 31) + users[k]
-    return users[np.argsort(starts)]
+        i = S.rq_list[k]
+        users[k] = S.rq_start[i] * (1 << 31) + i
+    users.sort()
+    for k in range(users.size):
+        users[k] &= (1 << 31) - 1
+    return users
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine_support import make_config
 from gmm_volunteer.engine import Simulation
-from gmm_volunteer.params import DONE, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
+from gmm_volunteer.params import DONE, EMPTY, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
 
 
 def check_structure(sim: Simulation) -> None:
@@ -50,6 +50,11 @@ def check_structure(sim: Simulation) -> None:
     assert set(alive.tolist()) == set(sizes), "batch pool and slots disagree"
     for b, n in sizes.items():
         assert S.b_size[b] == n
+    # A node runs subtask j (nd_jcount > 0) exactly as long as a live batch of j sits on
+    # it: the affinity scheduler finds busy nodes from the batches.
+    jcount = np.zeros_like(S.nd_jcount)
+    np.add.at(jcount, (S.b_node[alive], S.b_sub[alive]), S.b_size[alive])
+    assert np.array_equal(jcount, S.nd_jcount)
     # Readiness never exceeds the data size; holders = online users with ready data.
     assert np.all(S.rd_mb <= P.sub_data_mb[None, :] + 1e-9)
     assert np.all(S.rd_mb >= -1e-9)
@@ -57,6 +62,11 @@ def check_structure(sim: Simulation) -> None:
         holders = set(S.hd_list[j, : S.hd_n[j]].tolist())
         expect = set(np.flatnonzero((S.rd_state[1:, j] == READY) & online[1:]) + 1)
         assert holders == expect
+    # Reserved storage is the data of the subtasks ready or downloading, and a node misses
+    # n_sub - ready - downloads of them (schedule_downloads bounds from these).
+    present = S.rd_state[1:] != EMPTY
+    np.testing.assert_allclose(S.rd_reserved[1:], present @ P.sub_data_mb, rtol=0, atol=1e-9)
+    assert np.array_equal(P.n_sub - S.rd_nready[1:] - S.nd_ndl[1:], (~present).sum(axis=1))
     # Downloads in the pool are exactly the loading/paused readiness cells.
     dls = S.dl_list[: S.n_dl[0]]
     cells = {(int(S.dl_node[d]), int(S.dl_sub[d])) for d in dls}

@@ -30,6 +30,66 @@ def _fill(S, P, v, j, t, pair_user, pair_slot, start, end):
 
 
 @njit(cache=True)
+def _nodes_running(S, P):
+    """Nodes running each subtask, from the live batches: those of j are
+    node[offs[j]:offs[j + 1]], with a repeat per extra batch. A node runs j
+    (nd_jcount > 0) exactly when a live batch of j sits on it, so this finds the
+    busy nodes without scanning every holder of j."""
+    n = S.n_b[0]
+    offs = np.zeros(P.n_sub + 1, np.int64)
+    for k in range(n):
+        offs[S.b_sub[S.b_list[k]] + 1] += 1
+    for j in range(P.n_sub):
+        offs[j + 1] += offs[j]
+    node = np.empty(n, np.int64)
+    fill = offs[:-1].copy()
+    for k in range(n):
+        b = S.b_list[k]
+        j = S.b_sub[b]
+        node[fill[j]] = S.b_node[b]
+        fill[j] += 1
+    return offs, node
+
+
+@njit(cache=True)
+def _busy_positions(S, j, nodes, out):
+    """Candidate indices (see `candidate`) of the eligible nodes among `nodes`, sorted
+    and without repeats, in out[:n]; returns n."""
+    n_cand = S.hd_n[j] + 1
+    n = 0
+    for v in nodes:
+        idx = n_cand - 1 if v == 0 else S.hd_pos[v, j]
+        if idx >= 0:  # else not a candidate: its data is no longer ready
+            out[n] = idx
+            n += 1
+    if n > 16:
+        out[:n].sort()
+    else:  # usually the server and a few users: insertion sort is cheaper
+        for k in range(1, n):
+            x = out[k]
+            m = k
+            while m > 0 and out[m - 1] > x:
+                out[m] = out[m - 1]
+                m -= 1
+            out[m] = x
+    m = 0
+    for k in range(n):
+        if m == 0 or out[k] != out[m - 1]:
+            out[m] = out[k]
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def _shuffle_pairs(S, user, slot):
+    """Shuffle the (user, slot) pairs in place, with the draws of rng.permutation."""
+    for a in range(user.size - 1, 0, -1):
+        b = randint(S.rng, STREAM_SCHEDULER, a + 1)
+        user[a], user[b] = user[b], user[a]
+        slot[a], slot[b] = slot[b], slot[a]
+
+
+@njit(cache=True)
 def affinity_step(S, P, t, max_downloads):
     schedule_downloads(S, P, t, max_downloads)
     cancel_obsolete(S, P, t)
@@ -57,39 +117,48 @@ def affinity_step(S, P, t, max_downloads):
                 pair_user[fill[j]] = i
                 pair_slot[fill[j]] = p
                 fill[j] += 1
+    # Placing j only adds batches of j, so the running nodes of the other subtasks
+    # stay as found here.
+    run_offs, run_node = _nodes_running(S, P)
+    busy_pos = np.empty(run_node.size, np.int64)
+    busy = np.empty(run_node.size, np.int64)
+    key = np.empty(run_node.size, np.float64)
     for j in permutation(S.rng, STREAM_SCHEDULER, P.n_sub):
         start, end = offs[j], offs[j + 1]
         if start == end:
             continue
         # Users requiring j in random order.
-        perm = permutation(S.rng, STREAM_SCHEDULER, end - start)
-        pu = pair_user[start:end][perm].copy()
-        ps = pair_slot[start:end][perm].copy()
+        pu = pair_user[start:end]
+        ps = pair_slot[start:end]
+        _shuffle_pairs(S, pu, ps)
         n_pairs = end - start
         done = 0
-        # Eligible nodes running j already, most executions of j first (random ties).
-        n_cand = S.hd_n[j] + 1
-        busy = np.empty(n_cand, np.int64)
-        key = np.empty(n_cand, np.float64)
-        idle = np.empty(n_cand, np.int64)
-        nb = 0
-        ni = 0
-        for idx in range(n_cand):
-            v = candidate(S, j, idx)
-            c = S.nd_jcount[v, j]
-            if c > 0:
-                busy[nb] = v
-                key[nb] = -c - uniform(S.rng, STREAM_SCHEDULER) * 0.5
-                nb += 1
-            else:
-                idle[ni] = v
-                ni += 1
-        order = np.argsort(key[:nb])
-        for o in order:
+        # Eligible nodes running j already, most executions of j first (random ties
+        # drawn in candidate order).
+        nb = _busy_positions(S, j, run_node[run_offs[j] : run_offs[j + 1]], busy_pos)
+        for o in range(nb):
+            v = candidate(S, j, busy_pos[o])
+            busy[o] = v
+            key[o] = -S.nd_jcount[v, j] - uniform(S.rng, STREAM_SCHEDULER) * 0.5
+        for o in np.argsort(key[:nb]):
             done = _fill(S, P, busy[o], j, t, pu, ps, done, n_pairs)
             if done == n_pairs:
                 break
-        # Then the others, in random order (partial Fisher-Yates).
+        if done == n_pairs:
+            continue
+        # Then the other candidates, in candidate order, visited in random order
+        # (partial Fisher-Yates).
+        n_cand = S.hd_n[j] + 1
+        ni = n_cand - nb
+        idle = np.empty(ni, np.int64)
+        r = 0
+        o = 0
+        for idx in range(n_cand):
+            if o < nb and busy_pos[o] == idx:
+                o += 1
+            else:
+                idle[r] = candidate(S, j, idx)
+                r += 1
         r = 0
         while done < n_pairs and r < ni:
             s = r + randint(S.rng, STREAM_SCHEDULER, ni - r)

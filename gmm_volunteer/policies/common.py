@@ -12,12 +12,24 @@ from gmm_volunteer.params import EMPTY
 
 
 @njit(cache=True)
+def _heaviest_sums(P):
+    """h[k] = total size of the k largest subtask data, MB."""
+    size = np.sort(P.sub_data_mb)
+    h = np.zeros(P.n_sub + 1)
+    for k in range(P.n_sub):
+        h[k + 1] = h[k] + size[P.n_sub - 1 - k]
+    return h
+
+
+@njit(cache=True)
 def schedule_downloads(S, P, t, max_downloads):
     """An online user node with fewer than `max_downloads` downloads in progress starts
     one missing subtask-data download, chosen uniformly among those whose size fits its
     free storage and whose download-memory estimate m^x fits its free memory (the
     server holds all data a priori). docs/model.md explains the default of 1."""
-    cand = np.empty(P.n_sub, np.int64)
+    heaviest = _heaviest_sums(P)
+    total = heaviest[P.n_sub]
+    slack = 1e-6 * total  # rounding of the running reserved-storage sums
     for k in range(S.n_on[0]):
         v = S.on_list[k]
         if S.rd_nready[v] == P.n_sub or S.nd_ndl[v] >= max_downloads:
@@ -25,14 +37,27 @@ def schedule_downloads(S, P, t, max_downloads):
         fs = free_storage(S, v)
         if fs < P.min_data_mb:
             continue
+        # Most nodes miss only data too large for their free storage. The m subtasks
+        # v misses (neither ready nor downloading) weigh total - reserved MB, so the
+        # lightest weighs at least that minus the m - 1 heaviest sizes: if even this
+        # bound does not fit, skip the node without reading its readiness row.
+        m = P.n_sub - S.rd_nready[v] - S.nd_ndl[v]
+        if m >= 1 and fs < total - S.rd_reserved[v] - heaviest[m - 1] - slack:
+            continue
         fm = free_memory(S, v)
+        # Count the fitting subtasks without branching; find the drawn one only if any.
         n = 0
         for j in range(P.n_sub):
+            n += (S.rd_state[v, j] == EMPTY) & (P.sub_data_mb[j] <= fs) & (P.sub_dl_mem[j] <= fm)
+        if n == 0:
+            continue
+        r = randint(S.rng, STREAM_SCHEDULER, n)
+        for j in range(P.n_sub):
             if S.rd_state[v, j] == EMPTY and P.sub_data_mb[j] <= fs and P.sub_dl_mem[j] <= fm:
-                cand[n] = j
-                n += 1
-        if n > 0:
-            start_download(S, P, v, cand[randint(S.rng, STREAM_SCHEDULER, n)], t)
+                if r == 0:
+                    start_download(S, P, v, j, t)
+                    break
+                r -= 1
 
 
 @njit(cache=True, inline="always")
