@@ -129,11 +129,15 @@ def start_download(S, P, v, j, t):
 
 @njit(cache=True)
 def pause_download(S, v, j):
+    """Pause v's download of j; it keeps what it has. A paused download consumes nothing."""
     if S.rd_state[v, j] == LOADING:
         S.rd_state[v, j] = PAUSED
+        S.n_paused[0] += 1
+        S.dl_cons[S.rd_dl[v, j], :] = 0.0
 
 
 @njit(cache=True)
 def resume_download(S, v, j):
     if S.rd_state[v, j] == PAUSED:
         S.rd_state[v, j] = LOADING
+        S.n_paused[0] -= 1

@@ -37,7 +37,7 @@ STATE_FIELDS = (
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
-    "dl_node dl_sub dl_age dl_cons dl_h dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun "
+    "dl_node dl_sub dl_age dl_cons dl_h dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun n_paused "
     # execution y per request slot
     "ex_node ex_phase ex_batch "
     # batches (pool) and their member lists
@@ -126,6 +126,7 @@ def allocate(P: Params, steps: int) -> State:
         n_dlfree=np.array([d_cap], np.int64),
         dl_run=_i(d_cap, -1, np.int32),
         n_dlrun=_i(1),
+        n_paused=_i(1),
         ex_node=np.full((V, S), -1, np.int32),
         ex_phase=np.zeros((V, S), np.int8),
         ex_batch=np.full((V, S), -1, np.int32),
@@ -312,6 +313,7 @@ def _pack(T):
     s.n_dlfree = T.n_dlfree
     s.dl_run = T.dl_run
     s.n_dlrun = T.n_dlrun
+    s.n_paused = T.n_paused
     s.ex_node = T.ex_node
     s.ex_phase = T.ex_phase
     s.ex_batch = T.ex_batch

@@ -72,6 +72,13 @@ def check_structure(sim: Simulation) -> None:
     cells = {(int(S.dl_node[d]), int(S.dl_sub[d])) for d in dls}
     expect = set(zip(*np.nonzero((S.rd_state == LOADING) | (S.rd_state == PAUSED))))
     assert cells == {(int(a), int(b)) for a, b in expect}
+    # The executor skips its resume pass while no download is paused.
+    assert S.n_paused[0] == np.count_nonzero(S.rd_state == PAUSED)
+    # Downloads that do not run (paused, or their node offline) consume nothing.
+    for d in dls:
+        v, j = S.dl_node[d], S.dl_sub[d]
+        if not (online[v] and S.rd_state[v, j] == LOADING):
+            assert not S.dl_cons[d].any(), f"download {d} of node {v} is stopped but consumes"
 
 
 def check_after_executor(sim: Simulation, t: int) -> None:

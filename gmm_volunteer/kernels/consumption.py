@@ -156,14 +156,12 @@ def step_consumption(S, P, t):
     dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
     dl_run = S.dl_run
     n_run = 0
+    # (Paused and frozen downloads had their consumption set to zero when they stopped.)
     for k in range(S.n_dl[0]):
         d = dl_list[k]
         if online[dl_node[d]] and rd_state[dl_node[d], dl_sub[d]] == LOADING:
             dl_run[n_run] = d
             n_run += 1
-        else:
-            for r in range(N_CRES):
-                dl_cons[d, r] = 0.0  # paused, or frozen while its node is offline
     # The innovations of every sample of this step, drawn as one block in the order the
     # samples use them (batches, then downloads; modelled resources in order).
     n_has = np.zeros(P.cs_has.shape[0], np.int64)

@@ -18,6 +18,7 @@ from gmm_volunteer.params import (
     IDLE,
     LOADING,
     MAX_BATCH_TABLE,
+    PAUSED,
     READY,
     UPLOAD,
 )
@@ -332,6 +333,8 @@ def download_finish(S, P, d):
 def download_abort(S, P, d):
     """Drop a download and what it accumulated (executor, storage overflow)."""
     v, j = S.dl_node[d], S.dl_sub[d]
+    if S.rd_state[v, j] == PAUSED:
+        S.n_paused[0] -= 1
     _download_end(S, P, d)
     _add_storage(S, v, -S.rd_mb[v, j])
     S.rd_mb[v, j] = 0.0

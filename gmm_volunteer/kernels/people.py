@@ -132,6 +132,8 @@ def go_offline(S, P, i, t):
     for j in range(P.n_sub):
         if S.rd_state[i, j] == READY:
             holder_remove(S, j, i)
+        elif S.rd_dl[i, j] >= 0:  # a frozen download consumes nothing
+            S.dl_cons[S.rd_dl[i, j], :] = 0.0
     S.alloc[i, :] = 0.0
 
 

@@ -101,8 +101,8 @@ def enforce_node(S, P, v, t):
         for j in range(P.n_sub):
             d = S.rd_dl[v, j]
             if d >= 0 and S.rd_state[v, j] == LOADING:
+                mem -= S.dl_cons[d, MEMORY]  # before pausing, which zeroes it
                 pause_download(S, v, j)
-                mem -= S.dl_cons[d, MEMORY]
     if v > 0 and S.rd_used[v] > S.alloc[v, STORAGE] + 1e-9:
         mem -= _free_storage(S, P, v, t)
     for phase in (DOWNLOAD, EXECUTION, UPLOAD):
@@ -118,6 +118,8 @@ def enforce_node(S, P, v, t):
 @njit(cache=True)
 def resume_paused(S, P, t):
     """Resume paused downloads on nodes that run no batch, if their memory estimate fits."""
+    if S.n_paused[0] == 0:  # the common case: no download is paused anywhere
+        return
     for k in range(S.n_dl[0]):
         d = S.dl_list[k]
         v, j = S.dl_node[d], S.dl_sub[d]
