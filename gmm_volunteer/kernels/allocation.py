@@ -134,10 +134,13 @@ def step_allocations(S, P, t):
                 yw[row] += c * el[row]
         for row in range(n):
             ew[row] = er[row]
+    # a_t: node by node, so that each node's allocation row is written once.
     alloc, on_list, amax = S.alloc, S.on_list, P.amax
+    slot = np.empty(N_RES, np.int64)
     for r in range(N_RES):
-        yw = al_y[_y_slot(P, r, t)]
-        alloc[0, r] = _fraction(P, r, yw[0]) * amax[0, r]
-        top = amax[1, r]
-        for row in range(1, n):
-            alloc[on_list[row - 1], r] = _fraction(P, r, yw[row]) * top
+        slot[r] = _y_slot(P, r, t)
+        alloc[0, r] = _fraction(P, r, al_y[slot[r], 0]) * amax[0, r]
+    for row in range(1, n):
+        v = on_list[row - 1]
+        for r in range(N_RES):
+            alloc[v, r] = _fraction(P, r, al_y[slot[r], row]) * amax[1, r]
