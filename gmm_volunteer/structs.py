@@ -10,7 +10,7 @@ the Python side the same arrays live in plain namedtuples (`state.State`,
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types, typeof
+from numba import types, typeof
 from numba.experimental import structref
 
 

@@ -6,13 +6,11 @@ invariants (lists, holders, batch membership, memory reservations, event counts)
 place, whatever policy is plugged in.
 """
 
-import numpy as np
 from numba import njit
 
 from gmm_volunteer.params import (
     BAND_IN,
     DONE,
-    DOWNLOAD,
     EMPTY,
     EXECUTION,
     IDLE,

@@ -12,7 +12,6 @@ estimate fits the allocation (docs/model.md).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from gmm_volunteer.actions import (
