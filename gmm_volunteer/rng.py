@@ -119,13 +119,25 @@ def stream_states(ss: np.random.SeedSequence) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def next_u64(st, k):
-    x = st[k] + np.uint64(0x9E3779B97F4A7C15)
-    st[k] = x
+def _advance(x):
+    """SplitMix64 step: the next state of a stream."""
+    return x + np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, inline="always")
+def _output(x):
+    """SplitMix64 output of state x."""
     z = x
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, inline="always")
+def next_u64(st, k):
+    x = _advance(st[k])
+    st[k] = x
+    return _output(x)
 
 
 @njit(cache=True, inline="always")
@@ -185,45 +197,43 @@ def _normal_slow(st, k, idx, x, negative):
 
 
 @njit(cache=True, inline="always")
+def _ziggurat(r):
+    """The ziggurat's candidate from a 64-bit draw r: (x, layer, negative, accepted), where
+    accepted means x lies inside its layer's rectangle (about 99% of draws)."""
+    idx = np.int64(r & np.uint64(0xFF))
+    negative = ((r >> np.uint64(8)) & np.uint64(1)) != 0
+    rabs = (r >> np.uint64(9)) & np.uint64(0x000FFFFFFFFFFFFF)
+    x = np.float64(np.int64(rabs)) * ZIG_WI[idx]  # exact: rabs < 2^52
+    if negative:
+        x = -x
+    return x, idx, negative, rabs < ZIG_KI[idx]
+
+
+@njit(cache=True, inline="always")
 def normal(st, k):
     """Standard normal from stream k (ziggurat, 256 layers)."""
     while True:
-        r = next_u64(st, k)
-        idx = np.int64(r & np.uint64(0xFF))
-        negative = (r >> np.uint64(8)) & np.uint64(1)
-        rabs = (r >> np.uint64(9)) & np.uint64(0x000FFFFFFFFFFFFF)
-        x = np.float64(np.int64(rabs)) * ZIG_WI[idx]  # exact: rabs < 2^52
-        if negative:
-            x = -x
-        if rabs < ZIG_KI[idx]:
+        x, idx, negative, accepted = _ziggurat(next_u64(st, k))
+        if accepted:
             return x
-        x = _normal_slow(st, k, idx, x, negative != 0)
+        x = _normal_slow(st, k, idx, x, negative)
         if x == x:
             return x
 
 
 @njit(cache=True)
 def fill_normals(st, k, out, n):
-    """out[:n] = the next n values of `normal(st, k)`, in order. The stream's state is
-    kept in a register across the loop (the per-value calls re-read it from memory),
-    which makes a block about twice as fast as n single draws (measured)."""
+    """out[:n] = the next n values of `normal(st, k)`, in order. The stream's state stays
+    in a local across the loop (the per-value calls re-read it from memory), which makes
+    a block about 1.4x as fast as n single draws (7.9 against 10.8 ns per value, measured)."""
     x = st[k]
     i = 0
     while i < n:
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        z = x
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        r = z ^ (z >> np.uint64(31))
-        idx = np.int64(r & np.uint64(0xFF))
-        negative = (r >> np.uint64(8)) & np.uint64(1)
-        rabs = (r >> np.uint64(9)) & np.uint64(0x000FFFFFFFFFFFFF)
-        v = np.float64(np.int64(rabs)) * ZIG_WI[idx]
-        if negative:
-            v = -v
-        if rabs >= ZIG_KI[idx]:
+        x = _advance(x)
+        v, idx, negative, accepted = _ziggurat(_output(x))
+        if not accepted:
             st[k] = x
-            v = _normal_slow(st, k, idx, v, negative != 0)
+            v = _normal_slow(st, k, idx, v, negative)
             x = st[k]
             if v != v:
                 continue
