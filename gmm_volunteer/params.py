@@ -53,7 +53,7 @@ PARAM_FIELDS = (
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
+    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
     # hazards
     "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage"
 ).split()
@@ -67,7 +67,7 @@ PARAM_SPEC = {
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem al_sigma al_lam "
         "al_zm al_zsd al_mean al_sd hz_icpt hz_logage").split()},
-    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff level_kind n_levels hz_res hz_nterms".split()},
+    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff cs_nhas level_kind n_levels hz_res hz_nterms".split()},
     **{k: (np.float64, 2) for k in (
         "mem_est amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels hz_cm hz_cs hz_coef hz_type").split()},
     **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
@@ -343,6 +343,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
         cs_zm=cs[6],
         cs_zsd=cs[7],
         cs_has=has,
+        cs_nhas=has.sum(axis=1),  # innovations per sample of each stage
         level_kind=level_kind,
         levels=levels,
         n_levels=n_levels,
@@ -431,6 +432,7 @@ def _pack(T):
     s.cs_zm = T.cs_zm
     s.cs_zsd = T.cs_zsd
     s.cs_has = T.cs_has
+    s.cs_nhas = T.cs_nhas
     s.level_kind = T.level_kind
     s.levels = T.levels
     s.n_levels = T.n_levels

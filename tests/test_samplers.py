@@ -29,13 +29,13 @@ from gmm_volunteer.synthetic import synthetic_bundle
 @njit
 def _ar_series(phi, theta, n, seed):
     st = np.array([np.uint64(seed)] * 8, dtype=np.uint64)
-    y = np.zeros((1, 1, 4))
-    e = np.zeros((1, 1, 4))
-    ar = np.array([phi])
-    ma = np.array([theta])
+    hist = np.zeros((1, 2))  # rings of length 1: z at column 0, innovation at column 1
+    ar = np.array([[[phi]]])
+    ma = np.array([[[theta]]])
+    q = 1 if theta != 0.0 else 0
     out = np.empty(n)
     for t in range(n):
-        out[t] = arma_next(y, e, 0, 0, t, 1, 1 if theta != 0.0 else 0, ar, ma, normal(st, 0))
+        out[t] = arma_next(hist, 0, t, ar, ma, 0, 0, 1, q, 0, 0, 1, 0, normal(st, 0))
     return out
 
 

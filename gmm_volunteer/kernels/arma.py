@@ -10,20 +10,25 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
-def arma_next(y, e, a, r, pos, p, q, ar, ma, eps):
-    """Draw z_t into the ring buffers y[a, r, :], e[a, r, :] at `pos`; return z_t.
+def arma_next(hist, a, pos, ar, ma, k, r, p, q, yo, ym, eo, em, eps):
+    """Draw z_t of the ARMA(p, q) model with coefficients ar[k, r, :p], ma[k, r, :q]
+    whose history sits in row a of `hist`; step t is `pos`. Return z_t.
 
-    z_t = sum_i ar[i] z_{t-1-i} + eps + sum_j ma[j] e_{t-1-j}, eps ~ N(0, sigma^2) given
-    by the caller. Buffers are indexed in place (no array views in the hot loop).
+    z_t = sum_i ar_i z_{t-1-i} + eps + sum_j ma_j eps_{t-1-j}, eps ~ N(0, sigma^2) given
+    by the caller. The z values are a ring at hist[a, yo + (slot & ym)], the innovations
+    one at hist[a, eo + (slot & em)]; ring lengths are powers of two >= p and >= q
+    (`params.consumption_rings`). Everything is indexed in place: slicing a coefficient
+    row per call costs more than the arithmetic.
     """
-    mask = y.shape[2] - 1  # ring length is a power of two (params.history_length)
     z = eps
     for i in range(p):
-        z += ar[i] * y[a, r, (pos - 1 - i) & mask]
+        z += ar[k, r, i] * hist[a, yo + ((pos - 1 - i) & ym)]
     for j in range(q):
-        z += ma[j] * e[a, r, (pos - 1 - j) & mask]
-    y[a, r, pos & mask] = z
-    e[a, r, pos & mask] = eps
+        z += ma[k, r, j] * hist[a, eo + ((pos - 1 - j) & em)]
+    if p > 0:
+        hist[a, yo + (pos & ym)] = z
+    if q > 0:
+        hist[a, eo + (pos & em)] = eps
     return z
 
 

@@ -11,7 +11,7 @@ scaled: it is a hard limit the executor enforces, and c_t is recorded before it 
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.kernels.arma import arma_value, idw_weights
+from gmm_volunteer.kernels.arma import arma_next, arma_value, idw_weights
 from gmm_volunteer.kernels.ops import accumulate_download, batch_advance
 from gmm_volunteer.rng import STREAM_CONSUMPTION, STREAM_HAZARD, fill_normals, uniform
 from gmm_volunteer.params import (
@@ -83,20 +83,10 @@ def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
             for l in range(nl):
                 mean += w[l] * st_mean[stage, m, r, l]
                 sd += w[l] * st_sd[stage, m, r, l]
-        # One ARMA step (as arma.arma_next) on the rings of the row (params.consumption_rings).
         eps = P.cs_sigma[stage, r] * nrm[at]
         at += 1
-        z = eps
-        p, yo, ym = P.cs_p[stage, r], P.cs_yoff[stage, r], P.cs_ymask[stage, r]
-        for i in range(p):
-            z += cs_ar[stage, r, i] * hist[a, yo + ((pos - 1 - i) & ym)]
-        q, eo, em = P.cs_q[stage, r], P.cs_eoff[stage, r], P.cs_emask[stage, r]
-        for j in range(q):
-            z += cs_ma[stage, r, j] * hist[a, eo + ((pos - 1 - j) & em)]
-        if p > 0:
-            hist[a, yo + (pos & ym)] = z
-        if q > 0:
-            hist[a, eo + (pos & em)] = eps
+        z = arma_next(hist, a, pos, cs_ar, cs_ma, stage, r, P.cs_p[stage, r], P.cs_q[stage, r],
+                      P.cs_yoff[stage, r], P.cs_ymask[stage, r], P.cs_eoff[stage, r], P.cs_emask[stage, r], eps)
         val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
         out[a, r] = val if val > 0.0 else 0.0
     return at
@@ -164,10 +154,7 @@ def step_consumption(S, P, t):
             n_run += 1
     # The innovations of every sample of this step, drawn as one block in the order the
     # samples use them (batches, then downloads; modelled resources in order).
-    n_has = np.zeros(P.cs_has.shape[0], np.int64)
-    for stage in range(n_has.size):
-        for r in range(N_CRES):
-            n_has[stage] += P.cs_has[stage, r]
+    n_has = P.cs_nhas
     b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
     n_eps = n_run * n_has[STAGE_DATA]
     for k in range(S.n_b[0]):
