@@ -169,7 +169,7 @@ class Simulation:
         while self.t < end:
             t = runner(self.S, self.P, self.t, end)
             if t < end:  # the pools must grow before step t
-                if t == self.t and needs_growth(self.S, self.P) and self._grown_at == t:
+                if t == self._grown_at:  # grown here already, and the runner stopped again
                     raise RuntimeError(f"step {t}: growing the state's pools did not make room")
                 self._grown_at = t
                 self._grow()

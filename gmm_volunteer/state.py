@@ -33,7 +33,7 @@ STATE_FIELDS = (
     # request log
     "lg_user lg_type lg_start lg_end lg_out n_lg "
     # allocations a_t and their ARMA histories
-    "alloc al_y al_e al_eps al_normals al_park_y al_park_e "
+    "alloc al_y al_e al_normals al_park_y al_park_e "
     # readiness x (per node and subtask) and its index structures
     "rd_state rd_mb rd_used rd_usertotal rd_reserved rd_nready rd_dl hd_list hd_n hd_pos "
     # subtask-data downloads (pool)
@@ -100,7 +100,6 @@ def allocate(P: Params, steps: int) -> State:
         alloc=np.zeros((V, N_RES)),
         al_y=np.zeros((int(np.sum(P.al_p)) + N_RES, V)),
         al_e=np.zeros((int(np.sum(P.al_q)) + N_RES, V)),
-        al_eps=np.zeros((N_RES, V)),
         al_normals=np.zeros(V * N_RES),
         al_park_y=np.zeros((V if P.restart == 1 else 1, int(np.sum(P.al_p)) + N_RES)),
         al_park_e=np.zeros((V if P.restart == 1 else 1, int(np.sum(P.al_q)) + N_RES)),
@@ -287,7 +286,6 @@ def _pack(T):
     s.alloc = T.alloc
     s.al_y = T.al_y
     s.al_e = T.al_e
-    s.al_eps = T.al_eps
     s.al_normals = T.al_normals
     s.al_park_y = T.al_park_y
     s.al_park_e = T.al_park_e

@@ -111,19 +111,17 @@ def allocation_enter(S, P, v, t):
 def step_allocations(S, P, t):
     """Factor a_t for the server and every online user (paper 2.2)."""
     n = S.n_on[0] + 1
-    al_y, al_e, eps, raw = S.al_y, S.al_e, S.al_eps, S.al_normals
+    al_y, al_e, raw = S.al_y, S.al_e, S.al_normals
     # Innovations in the order of one scalar recursion per node (row-major: node, then
-    # resource), drawn as one block.
+    # resource), drawn as one block; resource r's innovation of row k is
+    # sigma_r * raw[k * N_RES + r].
     fill_normals(S.rng, STREAM_ALLOCATION, raw, n * N_RES)
     for r in range(N_RES):
-        sigma, er = P.al_sigma[r], eps[r]
-        for row in range(n):
-            er[row] = sigma * raw[row * N_RES + r]
-    for r in range(N_RES):
-        er = eps[r]
+        sigma = P.al_sigma[r]
         yw, ew = al_y[_y_slot(P, r, t)], al_e[_e_slot(P, r, t)]
         for row in range(n):
-            yw[row] = er[row]
+            ew[row] = sigma * raw[row * N_RES + r]
+            yw[row] = ew[row]
         for i in range(P.al_p[r]):
             c, yl = P.al_ar[r, i], al_y[_y_slot(P, r, t - 1 - i)]
             for row in range(n):
@@ -132,8 +130,6 @@ def step_allocations(S, P, t):
             c, el = P.al_ma[r, j], al_e[_e_slot(P, r, t - 1 - j)]
             for row in range(n):
                 yw[row] += c * el[row]
-        for row in range(n):
-            ew[row] = er[row]
     # a_t: node by node, so that each node's allocation row is written once.
     alloc, on_list, amax = S.alloc, S.on_list, P.amax
     slot = np.empty(N_RES, np.int64)
