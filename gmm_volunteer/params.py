@@ -48,7 +48,7 @@ PARAM_FIELDS = (
     # availability and requests
     "on_law off_law think_law patience_law type_cum "
     # tasks and subtasks
-    "task_nsub task_sub sub_type sub_data_mb sub_dl_mem mem_est min_data_mb "
+    "task_nsub task_sub sub_type sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_yoff al_eoff restart burn_in "
     # consumption
@@ -65,7 +65,7 @@ PARAM_SPEC = {
     **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
-        "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem al_sigma al_lam "
+        "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
         "al_zm al_zsd al_mean al_sd hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff cs_nhas level_kind n_levels hz_res hz_nterms".split()},
     **{k: (np.float64, 2) for k in (
@@ -317,6 +317,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_type=sub_type,
         sub_data_mb=sub_data_mb,
         sub_dl_mem=sub_dl_mem,
+        # total size of the k largest subtask data, k = 0..n_sub (policies.common)
+        sub_heaviest=np.concatenate([[0.0], np.cumsum(np.sort(sub_data_mb)[::-1])]),
         mem_est=mem_est,
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
@@ -406,6 +408,7 @@ def _pack(T):
     s.sub_type = T.sub_type
     s.sub_data_mb = T.sub_data_mb
     s.sub_dl_mem = T.sub_dl_mem
+    s.sub_heaviest = T.sub_heaviest
     s.mem_est = T.mem_est
     s.min_data_mb = T.min_data_mb
     s.amax = T.amax

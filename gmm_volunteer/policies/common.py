@@ -12,22 +12,12 @@ from gmm_volunteer.params import EMPTY
 
 
 @njit(cache=True)
-def _heaviest_sums(P):
-    """h[k] = total size of the k largest subtask data, MB."""
-    size = np.sort(P.sub_data_mb)
-    h = np.zeros(P.n_sub + 1)
-    for k in range(P.n_sub):
-        h[k + 1] = h[k] + size[P.n_sub - 1 - k]
-    return h
-
-
-@njit(cache=True)
 def schedule_downloads(S, P, t, max_downloads):
     """An online user node with fewer than `max_downloads` downloads in progress starts
     one missing subtask-data download, chosen uniformly among those whose size fits its
     free storage and whose download-memory estimate m^x fits its free memory (the
     server holds all data a priori). docs/model.md explains the default of 1."""
-    heaviest = _heaviest_sums(P)
+    heaviest = P.sub_heaviest
     total = heaviest[P.n_sub]
     slack = 1e-6 * total  # rounding of the running reserved-storage sums
     for k in range(S.n_on[0]):
