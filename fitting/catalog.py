@@ -29,7 +29,7 @@ CPU_STEP_PCT = 50.0
 PROFILE_BATCH_SIZE = 2
 
 
-def subtask_type_blocks(traces, memory: dict[str, dict]) -> list[dict]:
+def subtask_type_blocks(traces, memory: dict[str, dict], work: dict[str, dict]) -> list[dict]:
     return [
         {
             "name": e["name"],
@@ -38,6 +38,7 @@ def subtask_type_blocks(traces, memory: dict[str, dict]) -> list[dict]:
             "input_size_mb": sig(e["input_size_mb"]),
             "output_size_mb": sig(e["output_size_mb"]),
             "memory": memory[e["name"]],
+            "work": work[e["name"]],
         }
         for e in traces.catalog
     ]

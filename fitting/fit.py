@@ -46,22 +46,24 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     from fitting.consumption import fit_allocation, fit_consumption
     from fitting.hazard import fit_hazard
     from fitting.memory import memory_blocks
+    from fitting.work import work_blocks
 
     allocation, alloc_diag = fit_allocation(traces, candidates)
     consumption, cons_diag = fit_consumption(traces, candidates)
     hazard, hazard_diag = fit_hazard(traces, degrees)
     memory = memory_blocks(traces)
+    work, work_diag = work_blocks(traces)
     task_types, groups = task_type_blocks(traces)
     profile, profile_detail = derived_base_profile(traces)
     bundle = {
         "format": "gmmv-model-bundle",
-        "format_version": 1,
+        "format_version": 2,
         "provisional": False,
         "created": _created(created),
         "provenance": _provenance(traces, traces_dir, candidates, degrees),
         "resources": ["band_in", "band_out", "cpu", "memory", "storage"],
         "allocation": allocation,
-        "subtask_types": subtask_type_blocks(traces, memory),
+        "subtask_types": subtask_type_blocks(traces, memory, work),
         "task_types": task_types,
         "consumption": consumption,
         "hazard": hazard,
@@ -70,6 +72,7 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     diag = {
         "series": alloc_diag + cons_diag,
         "hazard": hazard_diag,
+        "work": work_diag,
         "groups": groups,
         "profile": profile_detail,
     }

@@ -229,6 +229,9 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         "",
         "## Phase durations: Kaplan-Meier vs fitted hazard",
         "",
+        "A diagnostic of the traces: the simulator does not read these hazards; phases progress "
+        "by the work they need and the resources granted (section 'Execution work').",
+        "",
         f"Polynomial degree chosen by mean AIC over phases: {bundle['hazard']['degree']} "
         f"(mean AIC per degree: {', '.join(f'{q}: {a:.1f}' for q, a in hz['mean_aic'].items())}).",
         "",
@@ -239,6 +242,17 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         "## Memory estimates (mean + 2 sd) vs observations",
         "",
         "![Memory](memory.png)",
+        "",
+        "## Execution work (CPU-seconds per batch)",
+        "",
+        "Work of a run = sum over its execution rows of CPU % / 100 x seconds covered. Mean per "
+        "batch size (interpolated linearly by the simulator) and the log-sd of work around it, "
+        "pooled over batch sizes.",
+        "",
+        "| subtask type | runs | " + " | ".join(f"n={b}" for b in diag["work"][next(iter(diag["work"]))]["batch_sizes"]) + " | log-sd |",
+        "|---|---|" + "---|" * len(diag["work"][next(iter(diag["work"]))]["batch_sizes"]) + "---|",
+        *[f"| {name} | {w['runs']} | " + " | ".join(f"{x:.3g}" for x in w["mean_cpu_s"]) + f" | {w['log_sd']:.3f} |"
+          for name, w in diag["work"].items()],
         "",
         "## Task types",
         "",

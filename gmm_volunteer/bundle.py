@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 FORMAT = "gmmv-model-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: subtask types carry a work model (0.3.0)
 RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
 STAGES = ("data_download", "input_download", "execution", "upload")
 PHASES = ("download", "execution", "upload")
@@ -77,6 +77,33 @@ class Memory(_Strict):
         return self
 
 
+class Work(_Strict):
+    """CPU-seconds a batch's execution needs (docs/model.md, "Progress from granted
+    resources"; refines paper 2.2, "Execution").
+
+    `mean_cpu_s[i]` is the mean work of a batch of `batch_sizes[i]` subtasks; a batch's
+    work is that mean times a factor of mean 1 drawn when it starts executing:
+    lognormal with log-sd `log_sd`, or exponential (for checks against queueing theory).
+    """
+
+    distribution: Literal["lognormal", "exponential"] = "lognormal"
+    batch_sizes: list[int]
+    mean_cpu_s: list[float]
+    log_sd: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if len(self.batch_sizes) != len(self.mean_cpu_s) or not self.batch_sizes:
+            raise ValueError("batch_sizes and mean_cpu_s must be non-empty and of equal length")
+        if sorted(set(self.batch_sizes)) != list(self.batch_sizes) or self.batch_sizes[0] < 1:
+            raise ValueError("batch_sizes must be strictly increasing and >= 1")
+        if not all(0 < w < float("inf") for w in self.mean_cpu_s):
+            raise ValueError("mean_cpu_s must be finite and > 0")
+        if self.distribution == "exponential" and self.log_sd != 0.0:
+            raise ValueError("log_sd applies to the lognormal distribution only")
+        return self
+
+
 class SubtaskType(_Strict):
     name: str
     description: str = ""
@@ -84,6 +111,7 @@ class SubtaskType(_Strict):
     input_size_mb: float = Field(ge=0)
     output_size_mb: float = Field(ge=0)
     memory: Memory
+    work: Work
 
 
 class TaskType(_Strict):
@@ -146,7 +174,7 @@ class Hazard(_Strict):
 
 class Bundle(_Strict):
     format: Literal["gmmv-model-bundle"]
-    format_version: Literal[1]
+    format_version: Literal[2]
     provisional: bool
     created: str = ""
     provenance: str = ""
@@ -155,7 +183,9 @@ class Bundle(_Strict):
     subtask_types: list[SubtaskType] = Field(min_length=1)
     task_types: list[TaskType] = Field(min_length=1)
     consumption: Consumption
-    hazard: Hazard
+    # Fitted phase hazards: a diagnostic of the traces since 0.3.0, not read by the
+    # simulator (progress comes from work and granted resources; docs/model.md).
+    hazard: Hazard | None = None
     derived_base_profile: dict[str, float] | None = None
 
     @model_validator(mode="after")
@@ -180,7 +210,7 @@ class Bundle(_Strict):
                     where = f"consumption.stages.{sname}.resources.{rname}.stats.{which}"
                     if len(table) != n_types or any(len(row) != len(stage.levels) for row in table):
                         raise ValueError(f"{where}: must be [{n_types} subtask types][{len(stage.levels)} levels]")
-        for pname, ph in self.hazard.phases.items():
+        for pname, ph in (self.hazard.phases.items() if self.hazard is not None else ()):
             if len(ph.type_coef) != n_types:
                 raise ValueError(f"hazard.phases.{pname}.type_coef: need {n_types} values")
         return self
@@ -198,6 +228,11 @@ def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:
     """Validate a bundle dict; raise `BundleError` naming `source` and the key."""
     if not isinstance(data, dict):
         raise BundleError(f"{source}: a bundle must be a mapping at the top level")
+    if data.get("format_version") == 1:
+        raise BundleError(
+            f"{source}: format_version 1 has no work model (needed since gmm-volunteer 0.3.0, "
+            "where phases progress by the resources granted); refit it with `gmmv fit TRACES -o DIR`"
+        )
     try:
         return Bundle.model_validate(data)
     except ValidationError as err:

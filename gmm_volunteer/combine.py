@@ -46,7 +46,7 @@ def _template(path: Path, quantiles) -> tuple[xr.Dataset, dict]:
 
 
 SERIES = ("online_users", "active_requests", "server_allocation", "server_consumption",
-          "user_consumption", "subtask_events")
+          "user_consumption", "subtask_events", "completed_work")
 
 
 def _series(paths, complete, shape, dims, names) -> dict:

@@ -211,6 +211,14 @@ class Allocation(_Section):
     burn_in_steps: int = Field(100, ge=0)
 
 
+class Execution(_Section):
+    """How subtasks execute (paper 2.2, "Execution"; docs/model.md)."""
+
+    # Subtasks of one type entering a phase on one node in the same step form one batch
+    # (paper 2.2). Off: every placement is its own batch (the queueing checks use it).
+    batching: bool = True
+
+
 class Output(_Section):
     path: str | None = None
 
@@ -231,6 +239,7 @@ class RunConfig(_Section):
     availability: Availability = Field(default_factory=Availability)
     requests: Requests = Field(default_factory=Requests)
     allocation: Allocation = Field(default_factory=Allocation)
+    execution: Execution = Field(default_factory=Execution)
     output: Output = Field(default_factory=Output)
 
     @field_validator("scheduler")

@@ -205,6 +205,7 @@ class Simulation:
             server_consumption=S.ser_scons[:T].copy(),
             user_consumption=S.ser_ucons[:T].copy(),
             subtask_events=S.ser_ev[:T].copy(),
+            completed_work=S.ser_work[:T].copy(),
             request_type_names=tuple(t.name for t in self.bundle.task_types),
             attrs=attrs,
         )

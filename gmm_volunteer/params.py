@@ -23,7 +23,7 @@ import numpy as np
 
 from gmm_volunteer import rng as _rng
 from gmm_volunteer.bundle import STAGES, Bundle
-from gmm_volunteer.kernels.arma import batch_level_statistics, log1p_table
+from gmm_volunteer.kernels.arma import batch_level_statistics
 from gmm_volunteer.structs import ParamsStruct
 
 BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE = range(5)
@@ -32,8 +32,8 @@ N_CRES = 4  # resources with a consumption model (storage is accumulated downloa
 IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
 EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
-HAZARD_AGE_TABLE = 4096  # log(age + 1) of batch ages tabulated for the phase hazards
-MAX_BATCH_TABLE = 512  # memory estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
+MAX_BATCH_TABLE = 512  # memory and work estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
+WORK_LOGNORMAL, WORK_EXPONENTIAL = range(2)  # law of a batch's execution work around its mean
 
 _DIST_CODES = {
     "weibull": _rng.DIST_WEIBULL,
@@ -49,32 +49,31 @@ PARAM_FIELDS = (
     "on_law off_law think_law patience_law type_cum "
     # tasks and subtasks
     "task_nsub task_sub sub_type sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
+    # work a phase needs (progress from granted resources)
+    "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
-    # hazards
-    "hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage"
+    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist"
 ).split()
 Params = namedtuple("Params", PARAM_FIELDS)
 
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist".split()},
+    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd al_mean al_sd hz_icpt hz_logage").split()},
-    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff cs_nhas level_kind n_levels hz_res hz_nterms".split()},
+        "al_zm al_zsd al_mean al_sd wk_lsd sub_in_mb sub_out_mb").split()},
+    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff cs_nhas level_kind n_levels wk_dist".split()},
     **{k: (np.float64, 2) for k in (
-        "mem_est amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels hz_cm hz_cs hz_coef hz_type").split()},
+        "mem_est wk_mean amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels").split()},
     **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
     **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
-    "hz_terms": (np.int64, 3),
 }
 assert set(PARAM_SPEC) == set(PARAM_FIELDS)
 
@@ -139,6 +138,21 @@ def memory_table(batch_sizes, execution_mb, n_max: int = MAX_BATCH_TABLE) -> np.
     below = n < xs[0]
     out[below] = ys[0] * n[below] / xs[0]
     return np.maximum(out, 0.0)
+
+
+_WORK_CODES = {"lognormal": WORK_LOGNORMAL, "exponential": WORK_EXPONENTIAL}
+
+
+def work_table(batch_sizes, mean_cpu_s, n_max: int = MAX_BATCH_TABLE) -> np.ndarray:
+    """Mean execution work (CPU-seconds) of a batch of n subtasks, n = 0..n_max.
+
+    Linear interpolation between measured batch sizes, linear extrapolation beyond the
+    largest (from the last two knots) and proportional below the smallest, as for the
+    memory estimates (`memory_table`): the same rules, so one helper. A single measured
+    size gives work proportional to the batch size."""
+    if len(batch_sizes) == 1:
+        return float(mean_cpu_s[0]) / float(batch_sizes[0]) * np.arange(n_max + 1, dtype=np.float64)
+    return memory_table(batch_sizes, mean_cpu_s, n_max)
 
 
 def _arma_arrays(blocks, hist):
@@ -276,28 +290,13 @@ def build_params(cfg, bundle: Bundle) -> Params:
     bt_mean, bt_sd = batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power,
                                             LEVEL_BATCH, MAX_BATCH_TABLE)
 
-    # Hazards, phases download/execution/upload -> 0/1/2.
-    phases = ("download", "execution", "upload")
-    max_terms = max(len(bundle.hazard.phases[p].terms) for p in phases)
-    hz_res = np.zeros(3, np.int64)
-    hz_cm = np.zeros((3, 3))
-    hz_cs = np.ones((3, 3))
-    hz_terms = np.zeros((3, max(max_terms, 1), 3), np.int64)
-    hz_nterms = np.zeros(3, np.int64)
-    hz_coef = np.zeros((3, max(max_terms, 1)))
-    hz_icpt = np.zeros(3)
-    hz_type = np.zeros((3, n_types))
-    for h, pname in enumerate(phases):
-        ph = bundle.hazard.phases[pname]
-        hz_res[h] = cres.index(ph.consumption_resource)
-        hz_cm[h] = ph.covariate_mean
-        hz_cs[h] = ph.covariate_sd
-        hz_nterms[h] = len(ph.terms)
-        if ph.terms:
-            hz_terms[h, : len(ph.terms)] = np.asarray(ph.terms)
-            hz_coef[h, : len(ph.coef)] = ph.coef
-        hz_icpt[h] = ph.intercept
-        hz_type[h] = ph.type_coef
+    # Work of a phase (docs/model.md, "Progress from granted resources"): mean CPU-seconds
+    # of a batch's execution per batch size, its law around the mean; transfer sizes.
+    wk_mean = np.stack([work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s) for m in sub_type])
+    wk_dist = np.array([_WORK_CODES[st[m].work.distribution] for m in sub_type], np.int64)
+    wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
+    sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
+    sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
 
     raw = dict(
         n_users=n_users,
@@ -320,6 +319,12 @@ def build_params(cfg, bundle: Bundle) -> Params:
         # total size of the k largest subtask data, k = 0..n_sub (policies.common)
         sub_heaviest=np.concatenate([[0.0], np.cumsum(np.sort(sub_data_mb)[::-1])]),
         mem_est=mem_est,
+        wk_mean=wk_mean,
+        wk_dist=wk_dist,
+        wk_lsd=wk_lsd,
+        sub_in_mb=sub_in_mb,
+        sub_out_mb=sub_out_mb,
+        batching=1 if cfg.execution.batching else 0,
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
         al_p=al_p,
@@ -360,15 +365,6 @@ def build_params(cfg, bundle: Bundle) -> Params:
         cs_emask=cs_emask,
         b_hist=b_hist,
         dl_hist=dl_hist,
-        hz_res=hz_res,
-        hz_cm=hz_cm,
-        hz_cs=hz_cs,
-        hz_terms=hz_terms,
-        hz_nterms=hz_nterms,
-        hz_coef=hz_coef,
-        hz_icpt=hz_icpt,
-        hz_type=hz_type,
-        hz_logage=log1p_table(HAZARD_AGE_TABLE),
     )
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
@@ -410,6 +406,12 @@ def _pack(T):
     s.sub_dl_mem = T.sub_dl_mem
     s.sub_heaviest = T.sub_heaviest
     s.mem_est = T.mem_est
+    s.wk_mean = T.wk_mean
+    s.wk_dist = T.wk_dist
+    s.wk_lsd = T.wk_lsd
+    s.sub_in_mb = T.sub_in_mb
+    s.sub_out_mb = T.sub_out_mb
+    s.batching = T.batching
     s.min_data_mb = T.min_data_mb
     s.amax = T.amax
     s.al_p = T.al_p
@@ -450,15 +452,6 @@ def _pack(T):
     s.cs_emask = T.cs_emask
     s.b_hist = T.b_hist
     s.dl_hist = T.dl_hist
-    s.hz_res = T.hz_res
-    s.hz_cm = T.hz_cm
-    s.hz_cs = T.hz_cs
-    s.hz_terms = T.hz_terms
-    s.hz_nterms = T.hz_nterms
-    s.hz_coef = T.hz_coef
-    s.hz_icpt = T.hz_icpt
-    s.hz_type = T.hz_type
-    s.hz_logage = T.hz_logage
     return s
 
 

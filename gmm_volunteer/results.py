@@ -126,6 +126,7 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         ("server_consumption", (steps, len(RESOURCES)), np.float32),
         ("user_consumption", (steps, len(RESOURCES)), np.float32),
         ("subtask_events", (steps, len(NODE_CLASSES), len(EVENTS)), np.int32),
+        ("completed_work", (steps, len(NODE_CLASSES)), np.float32),
     ):
         arr = np.asarray(getattr(record, name))
         _check_shape(name, arr, shape)
@@ -167,6 +168,9 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         }),
         "subtask_events": (("time", "node_class", "event"), series["subtask_events"], {
             "long_name": "subtask events per step", "units": "1",
+        }),
+        "completed_work": (("time", "node_class"), series["completed_work"], {
+            "long_name": "work of the executions that finished in the step", "units": "CPU s",
         }),
     }
     coords = {

@@ -106,7 +106,7 @@ def discrete_duration(kind, a, b, u1, u2):
 # Each stream starts from a state spawned from the run's SeedSequence.
 STREAM_ALLOCATION = 0
 STREAM_CONSUMPTION = 1
-STREAM_HAZARD = 2
+STREAM_WORK = 2  # execution work of batches (was the phase-hazard draws before 0.3.0)
 STREAM_SCHEDULER = 3
 STREAM_EXECUTOR = 4
 N_STREAMS = 8

@@ -35,6 +35,7 @@ class RunRecord:
     server_consumption: np.ndarray  # float32 (steps, 5)
     user_consumption: np.ndarray  # float32 (steps, 5)
     subtask_events: np.ndarray  # int32 (steps, 2, 5)
+    completed_work: np.ndarray  # float32 (steps, 2): CPU-seconds of executions finished
     request_type_names: tuple[str, ...]
     attrs: dict = field(default_factory=dict)
 

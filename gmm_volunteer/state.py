@@ -41,14 +41,14 @@ STATE_FIELDS = (
     # execution y per request slot
     "ex_node ex_phase ex_batch "
     # batches (pool) and their member lists
-    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h "
+    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
-    "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_touched nd_tstamp n_touched "
+    "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_work nd_touched nd_tstamp n_touched "
     # merge index: batch born this step per (node, subtask, phase)
     "mg_id mg_t "
     # per-step series
-    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev"
+    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work"
 ).split()
 State = namedtuple("State", STATE_FIELDS)
 
@@ -139,6 +139,8 @@ def allocate(P: Params, steps: int) -> State:
         b_mem=np.zeros(b_cap),
         b_cons=np.zeros((b_cap, N_CRES)),
         b_h=np.zeros((b_cap, P.b_hist)),
+        b_eps=np.ones(b_cap),
+        b_done=np.zeros(b_cap),
         b_nnext=_i(b_cap, -1, np.int32),
         b_nprev=_i(b_cap, -1, np.int32),
         b_list=_i(b_cap, -1, np.int32),
@@ -155,6 +157,7 @@ def allocate(P: Params, steps: int) -> State:
         nd_committed=np.zeros(V),
         nd_cons=np.zeros((V, N_RES)),
         nd_fac=np.ones((V, 3)),
+        nd_work=np.zeros(V),
         nd_touched=_i(V, -1, np.int32),
         nd_tstamp=_i(V, -1),
         n_touched=_i(1),
@@ -168,6 +171,7 @@ def allocate(P: Params, steps: int) -> State:
         ser_scons=np.zeros((steps, N_RES), np.float32),
         ser_ucons=np.zeros((steps, N_RES), np.float32),
         ser_ev=np.zeros((steps, 2, 5), np.int32),
+        ser_work=np.zeros((steps, 2), np.float32),
     )
     return st
 
@@ -176,7 +180,7 @@ _POOL_GROUPS = {
     # pool name: (count field, free-stack field, free-count field, fields indexed by pool id)
     "batch": ("n_b", "b_free", "n_bfree",
               ("b_node", "b_sub", "b_phase", "b_age", "b_born", "b_size", "b_head", "b_mem",
-               "b_cons", "b_h", "b_nnext", "b_nprev", "b_list", "b_pos")),
+               "b_cons", "b_h", "b_eps", "b_done", "b_nnext", "b_nprev", "b_list", "b_pos")),
     "download": ("n_dl", "dl_free", "n_dlfree",
                  ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
@@ -325,6 +329,8 @@ def _pack(T):
     s.b_mem = T.b_mem
     s.b_cons = T.b_cons
     s.b_h = T.b_h
+    s.b_eps = T.b_eps
+    s.b_done = T.b_done
     s.b_nnext = T.b_nnext
     s.b_nprev = T.b_nprev
     s.b_list = T.b_list
@@ -341,6 +347,7 @@ def _pack(T):
     s.nd_committed = T.nd_committed
     s.nd_cons = T.nd_cons
     s.nd_fac = T.nd_fac
+    s.nd_work = T.nd_work
     s.nd_touched = T.nd_touched
     s.nd_tstamp = T.nd_tstamp
     s.n_touched = T.n_touched
@@ -354,6 +361,7 @@ def _pack(T):
     s.ser_scons = T.ser_scons
     s.ser_ucons = T.ser_ucons
     s.ser_ev = T.ser_ev
+    s.ser_work = T.ser_work
     return s
 
 

@@ -2,9 +2,11 @@
 
 `synthetic_bundle()` returns a bundle dict (docs/formats.md, section 1) whose every
 number is chosen here, with simple closed forms: allocations are ARMA(1, 0) with an
-identity Yeo-Johnson transform, phase hazards are constant per phase and subtask type
-(geometric durations with the given means), consumption statistics are flat. Tests use
-it to check the simulator against known answers without depending on fitted traces.
+identity Yeo-Johnson transform, execution work is the given mean time at the given CPU
+demand, consumption statistics are flat. `queueing_bundle()` is the single-job-type
+bundle of the checks against queueing theory (exponential work, constant demand). Tests
+use them to check the simulator against known answers without depending on fitted
+traces.
 """
 
 from __future__ import annotations
@@ -25,26 +27,24 @@ def _arma(phi: float = 0.5, sigma: float | None = None) -> dict:
 _IDENTITY_YJ = {"lam": 1.0, "z_mean": 0.0, "z_sd": 1.0}
 
 
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
-
 def synthetic_bundle(
     *,
     data_size_mb=(20.0, 200.0),
     exec_mean_s=(3.0, 8.0),
-    transfer_mean_s: float = 2.0,
     exec_memory_mb=((100.0, 150.0), (600.0, 900.0)),
     download_memory_mb: float = 50.0,
     exec_cpu_pct=(80.0, 180.0),
+    work_log_sd: float = 0.3,
     allocation_mean: float = 0.8,
     allocation_sd: float = 0.1,
 ) -> dict:
     """A two-subtask-type bundle (light, heavy) with four task types.
 
     `exec_memory_mb[m]` gives the mean + 2 sd execution memory at batch sizes (1, 10).
-    Phase durations are geometric with means `transfer_mean_s` (download, upload) and
-    `exec_mean_s[m]` (execution), whatever the consumption, batch size or age.
+    A batch of type m asks for `exec_cpu_pct[m]` % CPU at batch size 1 (twice that at
+    10) and needs `exec_mean_s[m]` seconds of that demand on average (lognormal work
+    with log-sd `work_log_sd`), so it executes in about `exec_mean_s[m]` when granted
+    what it asks for and proportionally longer when not.
     """
     names = ("light", "heavy")
     subtask_types = []
@@ -60,6 +60,13 @@ def synthetic_bundle(
                     "batch_sizes": [1, 10],
                     "execution_mb": [float(x) for x in exec_memory_mb[m]],
                     "download_mb": float(download_memory_mb),
+                },
+                "work": {
+                    "distribution": "lognormal",
+                    "batch_sizes": [1, 10],
+                    "mean_cpu_s": [exec_mean_s[m] * exec_cpu_pct[m] / 100.0,
+                                   exec_mean_s[m] * min(exec_cpu_pct[m] * 2.0, 400.0) / 100.0],
+                    "log_sd": float(work_log_sd),
                 },
             }
         )
@@ -112,27 +119,6 @@ def synthetic_bundle(
         },
     }
 
-    def constant_hazard(resource, means):
-        # logit h = intercept + type_coef[m], no covariate terms: h = 1 / mean.
-        base = _logit(1.0 / means[0])
-        return {
-            "consumption_resource": resource,
-            "covariate_mean": [0.0, 0.0, 0.0],
-            "covariate_sd": [1.0, 1.0, 1.0],
-            "terms": [],
-            "coef": [],
-            "intercept": base,
-            "type_coef": [_logit(1.0 / mu) - base for mu in means],
-        }
-
-    hazard = {
-        "degree": 1,
-        "phases": {
-            "download": constant_hazard("band_in", [transfer_mean_s] * 2),
-            "execution": constant_hazard("cpu", list(exec_mean_s)),
-            "upload": constant_hazard("band_out", [transfer_mean_s] * 2),
-        },
-    }
     allocation = {
         r: {"arma": _arma(0.9), "yeo_johnson": dict(_IDENTITY_YJ), "mean": allocation_mean, "sd": allocation_sd}
         for r in RESOURCES
@@ -140,7 +126,7 @@ def synthetic_bundle(
     return copy.deepcopy(
         {
             "format": "gmmv-model-bundle",
-            "format_version": 1,
+            "format_version": 2,
             "provisional": True,
             "created": "synthetic",
             "provenance": "gmm_volunteer.synthetic.synthetic_bundle: every number chosen in code, for tests",
@@ -149,9 +135,40 @@ def synthetic_bundle(
             "subtask_types": subtask_types,
             "task_types": task_types,
             "consumption": consumption,
-            "hazard": hazard,
         }
     )
+
+
+def queueing_bundle(*, mean_work_s: float = 10.0, demand_pct: float = 100.0, memory_mb: float = 1.0) -> dict:
+    """One subtask type `job` and one task type `single` of one job: the closed network
+    of the checks against queueing theory (docs/validation.md).
+
+    A job's work is exponential with mean `mean_work_s` CPU-seconds; it asks for exactly
+    `demand_pct` % CPU every step (consumption sd 0) and `memory_mb` of memory, so that
+    on a server with C % CPU n jobs complete at rate min(n * demand, C) / (100 * mean
+    work) per second: a load-dependent processor-sharing station. Transfers are
+    instantaneous-sized (1e-6 MB) and matter only on user nodes.
+    """
+    b = synthetic_bundle()
+    job = {
+        "name": "job",
+        "description": "queueing check: exponential work, constant CPU demand",
+        "data_size_mb": 1.0,
+        "input_size_mb": 1e-6,
+        "output_size_mb": 1e-6,
+        "memory": {"batch_sizes": [1], "execution_mb": [float(memory_mb)], "download_mb": float(memory_mb)},
+        "work": {"distribution": "exponential", "batch_sizes": [1], "mean_cpu_s": [float(mean_work_s)]},
+    }
+    b["subtask_types"] = [job]
+    b["task_types"] = [{"name": "single", "subtasks": ["job"]}]
+    for stage in b["consumption"]["stages"].values():
+        for name, res in stage["resources"].items():
+            n = len(stage["levels"])
+            level_value = demand_pct if (stage["level"] == "batch_size" and name == "cpu") else res["stats"]["mean"][0][0]
+            if name == "memory":
+                level_value = float(memory_mb)
+            res["stats"] = {"mean": [[float(level_value)] * n], "sd": [[0.0] * n]}
+    return copy.deepcopy(b)
 
 
 # Magnitudes measured on this project's 2-core build machine with `gmmv collect subtasks`
@@ -180,11 +197,10 @@ def provisional_bundle() -> dict:
     Measured (traces/quick_measurements.md): model file sizes, input sizes, execution
     time and peak memory per subtask type and batch size. Assumed: allocation ARMA(1, 0)
     with fractions of capacity typical of an idle workstation, consumption levels (one
-    core per executing batch, transfers at 80 % of the link), and the hazard shape: a
-    per-step completion probability 1 / max(1, mean seconds), with logit fitted by least
-    squares on batch size (degree 2) and subtask type. Replaced by `gmmv fit` output.
+    core per executing batch, transfers at 80 % of the link), and the execution
+    work with the measured median seconds as its mean at one core and a log-sd of 0.2.
+    Replaced by `gmmv fit` output.
     """
-    import numpy as np
 
     names = list(_MEASURED)
     subtask_types = [
@@ -199,6 +215,10 @@ def provisional_bundle() -> dict:
                 "execution_mb": [float(x) for x in _MEASURED[n]["peak_mb"]],
                 "download_mb": 60.0,
             },
+            # The provisional consumption model asks one core per executing batch, so
+            # the measured seconds are CPU-seconds at that demand.
+            "work": {"distribution": "lognormal", "batch_sizes": list(_BATCHES),
+                     "mean_cpu_s": [float(x) for x in _MEASURED[n]["exec_s"]], "log_sd": 0.2},
         }
         for n in names
     ]
@@ -210,35 +230,6 @@ def provisional_bundle() -> dict:
         {"name": "heavy5", "subtasks": [heavy[p % 2] for p in range(5)]},
         {"name": "heavy10", "subtasks": [heavy[p % 2] for p in range(10)]},
     ]
-    # Execution hazard: logit(1 / max(1, T)) ~ b0 + b1 zn + b2 zn^2 + type.
-    n_mean, n_sd = float(np.mean(_BATCHES)), float(np.std(_BATCHES))
-    rows, ys = [], []
-    for m, n in enumerate(names):
-        for b, secs in zip(_BATCHES, _MEASURED[n]["exec_s"]):
-            h = min(0.95, 1.0 / max(1.0, secs))
-            z = (b - n_mean) / n_sd
-            onehot = [1.0 if k == m else 0.0 for k in range(1, len(names))]
-            rows.append([1.0, z, z * z] + onehot)
-            ys.append(math.log(h / (1 - h)))
-    coef, *_ = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)
-    execution = {
-        "consumption_resource": "cpu",
-        "covariate_mean": [100.0, n_mean, 0.0],
-        "covariate_sd": [20.0, n_sd, 1.0],
-        "terms": [[0, 1, 0], [0, 2, 0]],
-        "coef": [round(float(coef[1]), 6), round(float(coef[2]), 6)],
-        "intercept": round(float(coef[0]), 6),
-        "type_coef": [0.0] + [round(float(c), 6) for c in coef[3:]],
-    }
-    transfer = lambda res: {  # noqa: E731  (inputs of < 0.2 MB: about one step)
-        "consumption_resource": res,
-        "covariate_mean": [0.0, 0.0, 0.0],
-        "covariate_sd": [1.0, 1.0, 1.0],
-        "terms": [],
-        "coef": [],
-        "intercept": round(_logit(0.9), 6),
-        "type_coef": [0.0] * len(names),
-    }
     base = synthetic_bundle()
     band_levels = [10.0, 50.0, 100.0]
 
@@ -287,12 +278,11 @@ def provisional_bundle() -> dict:
             "sizes, execution time and peak memory at batch sizes 1-50 of five CV subtask types "
             "(PP-OCR det/cls/rec with trained weights; MobileNetV2 and ResNet-50 architectures "
             "with random weights). Assumed, not fitted: allocation and consumption ARMA shapes "
-            "and levels, transfer hazards. Replace with `gmmv fit traces/ -o configs/models/default`."
+            "and levels, the work's spread. Replace with `gmmv fit traces/ -o configs/models/default`."
         ),
         allocation=allocation,
         subtask_types=subtask_types,
         task_types=task_types,
         consumption=consumption,
-        hazard={"degree": 2, "phases": {"download": transfer("band_in"), "execution": execution, "upload": transfer("band_out")}},
     )
     return base

@@ -66,6 +66,9 @@ def make_record(
         server_consumption=cons,
         user_consumption=user_cons,
         subtask_events=events,
+        # Work finished never exceeds the CPU consumed (CPU-s = % / 100 over a 1 s step).
+        completed_work=(np.stack([cons[:, 2], user_cons[:, 2]], axis=1) / 100.0
+                        * rng.uniform(0.0, 1.0, size=(steps, 2))).astype(np.float32),
         request_type_names=TYPE_NAMES,
         attrs=base_attrs,
     )

@@ -52,6 +52,7 @@ def exponential_simulate(cfg, progress=False, calls=None, types=("light5",)):
         online_users=np.zeros(steps, np.int32), active_requests=np.zeros(steps, np.int32),
         server_allocation=z5, server_consumption=z5, user_consumption=z5,
         subtask_events=np.zeros((steps, 2, 5), np.int32),
+        completed_work=np.zeros((steps, 2), np.float32),
         request_type_names=TYPE_NAMES, attrs={},
     )
 

@@ -3,9 +3,8 @@
 Normals: the ziggurat's draws against N(0, 1) (KS test, moments, tail probabilities).
 ARMA: an AR(1) with coefficient phi has lag-k autocorrelation phi^k; the sample
 autocorrelation of n values has standard error about sqrt((1 - phi^2) / n) at lag 1
-(Bartlett), and we allow 5 of them. Hazard: the kernel's logistic hazard equals the
-formula of docs/formats.md; a constant hazard h gives geometric phase durations with
-mean 1 / h, whose sample mean over n batches has standard error sqrt(1 - h) / (h sqrt n).
+(Bartlett), and we allow 5 of them. The work a phase needs and the progress it makes
+are checked in tests/test_work.py.
 """
 
 from __future__ import annotations
@@ -16,14 +15,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from engine_support import make_config
-from gmm_volunteer.bundle import validate_bundle, write_bundle
-from gmm_volunteer.engine import Simulation
 from gmm_volunteer.kernels.arma import arma_next, idw_weights, yeo_johnson_inverse
-from gmm_volunteer.kernels.consumption import hazard
-from gmm_volunteer.params import build_params, pack_params
 from gmm_volunteer.rng import fill_normals, normal
-from gmm_volunteer.synthetic import synthetic_bundle
 
 
 @njit
@@ -141,47 +134,3 @@ def test_idw_exact_at_knots_and_convex():
         assert w[i] == 1.0 and w.sum() == 1.0
     idw_weights(3.0, knots, 4, 2.0, w)
     assert np.all(w > 0) and abs(w.sum() - 1) < 1e-12 and w.argmax() == 1
-
-
-def test_hazard_matches_formula(tmp_path):
-    b = synthetic_bundle()
-    ph = b["hazard"]["phases"]["execution"]
-    ph.update(covariate_mean=[100.0, 5.0, 1.0], covariate_sd=[20.0, 4.0, 0.5],
-              terms=[[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 0, 2]], coef=[0.3, -0.2, 0.5, 0.1, -0.05])
-    validate_bundle(b)
-    write_bundle(b, tmp_path / "m")
-    P = pack_params(build_params(make_config(tmp_path / "m"), validate_bundle(b)))
-    for cons, size, age, m in [(120.0, 3, 0, 0), (60.0, 12, 7, 1), (250.0, 1, 40, 0)]:
-        zc, zn, zl = (cons - 100) / 20, (size - 5) / 4, (math.log(age + 1) - 1) / 0.5
-        x = ph["intercept"] + ph["type_coef"][m] + 0.3 * zc - 0.2 * zn + 0.5 * zl + 0.1 * zc * zn - 0.05 * zl**2
-        assert hazard(P, 1, m, cons, size, age) == pytest.approx(1 / (1 + math.exp(-x)), rel=1e-12)
-
-
-def test_server_execution_durations_are_geometric(tmp_path):
-    """Centralized runs of the synthetic bundle: heavy executions last 8 s on average."""
-    write_bundle(synthetic_bundle(exec_mean_s=(4.0, 8.0)), tmp_path / "m")
-    cfg = make_config(tmp_path / "m", users=300, steps=1500, scheduler="centralized", server=50.0, seed=4,
-                      availability={"online": {"dist": "exponential", "mean": 5000.0},
-                                    "offline": {"dist": "exponential", "mean": 500.0}},
-                      requests={"think_time": {"dist": "exponential", "mean": 20.0},
-                                "patience": {"dist": "exponential", "mean": 100000.0}})
-    sim = Simulation(cfg)
-    born = {}
-    durations = {0: [], 1: []}
-    while sim.t < cfg.steps:
-        sim.step()
-        S = sim.arrays
-        alive = set(S.b_list[: S.n_b[0]].tolist())
-        for b in list(born):
-            if b not in alive or S.b_born[b] != born[b][0]:
-                durations[born[b][1]].append(sim.t - 1 - born[b][0])
-                del born[b]
-        for b in alive:
-            if b not in born:
-                born[b] = (int(S.b_born[b]), int(sim.params.sub_type[S.b_sub[b]]))
-    for m, mean in ((0, 4.0), (1, 8.0)):
-        d = np.array(durations[m])
-        h = 1 / mean
-        assert d.size > 200
-        se = math.sqrt(1 - h) / (h * math.sqrt(d.size))
-        assert abs(d.mean() - mean) < 5 * se, (m, d.mean(), d.size)

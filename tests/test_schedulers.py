@@ -7,7 +7,7 @@ import pytest
 
 from engine_support import make_config
 from gmm_volunteer.engine import Simulation, simulate
-from gmm_volunteer.params import DONE, EXECUTION, READY
+from gmm_volunteer.params import DONE, READY
 from gmm_volunteer.policies import executor_names, make_scheduler, scheduler_names
 from gmm_volunteer.runrecord import EVENTS
 
@@ -51,25 +51,37 @@ def test_distributed_placements_on_online_ready_nodes(synthetic_model, scheduler
     assert user_starts > 50, "the run should place work on users at all"
 
 
-def mean_execution_batch(cfg):
-    """Mean batch size of execution-phase batches, sampled every step."""
+def colocated_fraction(cfg):
+    """Fraction of user-node placements that go to a node already running (or placed in
+    the same step) the same subtask, and the number of placements."""
     sim = Simulation(cfg)
-    sizes = []
+    hits = total = 0
     while sim.t < cfg.steps:
-        sim.step()
+        sim.advance()
+        sim.act_executor()
         S = sim.arrays
-        alive = S.b_list[: S.n_b[0]]
-        ex = alive[(S.b_phase[alive] == EXECUTION) & (S.b_node[alive] > 0)]
-        sizes.extend(S.b_size[ex].tolist())
-    return np.mean(sizes), len(sizes)
+        before = S.ex_node.copy()
+        running = S.nd_jcount.copy()
+        sim.act_scheduler()
+        sim.t += 1
+        new = (S.ex_node > 0) & (S.ex_node != before)
+        for i, p in zip(*np.nonzero(new)):
+            v, j = S.ex_node[i, p], S.b_sub[S.ex_batch[i, p]] if S.ex_batch[i, p] >= 0 else -1
+            if j < 0:
+                continue
+            total += 1
+            hits += running[v, j] > 0
+    return hits / max(total, 1), total
 
 
 def test_affinity_colocates_more_than_uniform(synthetic_model):
     kw = dict(users=150, steps=900, server=0.5, user_capacity=2.0, seed=5, **BUSY)
-    aff, n_aff = mean_execution_batch(make_config(synthetic_model, scheduler="affinity", **kw))
-    uni, n_uni = mean_execution_batch(make_config(synthetic_model, scheduler="uniform", **kw))
+    aff, n_aff = colocated_fraction(make_config(synthetic_model, scheduler="affinity", **kw))
+    uni, n_uni = colocated_fraction(make_config(synthetic_model, scheduler="uniform", **kw))
     assert n_aff > 100 and n_uni > 100
-    assert aff > uni
+    # Two proportions: the difference must exceed 4.5 standard errors.
+    se = np.sqrt(aff * (1 - aff) / n_aff + uni * (1 - uni) / n_uni)
+    assert aff - uni > 4.5 * se, (aff, uni, se)
 
 
 @pytest.mark.parametrize("scheduler", ["centralized", "uniform", "affinity"])

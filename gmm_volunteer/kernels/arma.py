@@ -113,12 +113,3 @@ def batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_pow
                     sd[s, m, n, r] = b
     return mean, sd
 
-
-@njit(cache=True)
-def log1p_table(n):
-    """log(a + 1) for a = 0..n-1, computed as the hazard computes it (`np.log` in a kernel),
-    so a lookup gives the same number."""
-    out = np.empty(n)
-    for a in range(n):
-        out[a] = np.log(a + 1.0)
-    return out

@@ -1,23 +1,31 @@
-"""Consumption c_t and phase completions d^x, d^y (paper 2.2).
+"""Consumption c_t and phase completions d^x, d^y (paper 2.2), with progress from the
+resources granted (docs/model.md, "Progress from granted resources").
 
 Each active batch and each running subtask-data download carries its own ARMA history
-per consumed resource; its value is rescaled with scaling statistics interpolated (IDW)
-at its level (batch size, or the node's current bandwidth allocation). Node-level
-adjustments then apply: transfers share the node's bandwidth and the server's, CPU
-overcommit scales CPU consumption (throughput) down proportionally. Memory is never
-scaled: it is a hard limit the executor enforces, and c_t is recorded before it acts.
+per consumed resource; its value, rescaled with scaling statistics interpolated (IDW) at
+its level (batch size, or the node's current bandwidth allocation), is what it asks for
+in the step. The node then grants shares: transfers divide the node's bandwidth and the
+server's proportionally; CPU is shared proportionally to the demands and is
+work-conserving inside the step (a batch that finishes early hands its share to the
+others for the rest of the step). A phase needs work (`ops.phase_work`: CPU-seconds to
+execute, megabits to transfer) and advances by what it was granted; it completes when
+its work is done, so work completed never exceeds the resources granted. Consumption is
+recorded as used (a finishing batch uses only what it needed); memory is never scaled:
+it is a hard limit the executor enforces, and c_t is recorded before it acts.
 """
 
 import numpy as np
 from numba import njit
 
 from gmm_volunteer.kernels.arma import arma_next, arma_value, idw_weights
-from gmm_volunteer.kernels.ops import accumulate_download, batch_advance
-from gmm_volunteer.rng import STREAM_CONSUMPTION, STREAM_HAZARD, fill_normals, uniform
+from gmm_volunteer.kernels.ops import accumulate_download, batch_advance, phase_work
+from gmm_volunteer.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.params import (
     BAND_IN,
     BAND_OUT,
     CPU,
+    DOWNLOAD,
+    EXECUTION,
     LEVEL_BAND_IN,
     LEVEL_BAND_OUT,
     LEVEL_BATCH,
@@ -136,9 +144,60 @@ def _scale(cons, a, v, S, g_in, g_out):
         cons[a, BAND_OUT] *= g_out
 
 
+@njit(cache=True, inline="always")
+def _remaining(S, P, b):
+    """Work batch b still needs in its phase (CPU %-s or Mbit)."""
+    return (1.0 - S.b_done[b]) * phase_work(S, P, b)
+
+
+@njit(cache=True)
+def cpu_share_time(S, P, v, capacity, demand):
+    """Virtual time of node v's CPU in this step under proportional, work-conserving
+    sharing: every CPU consumer on v progresses at phi * its demand, phi = min(1,
+    capacity / demand still present), and an executing batch leaves when its remaining
+    work is done, returning its share to the others. Returns V in [0, 1]: a consumer
+    that asks d and has not finished used V * d; an executing batch finished iff its
+    remaining work / its demand <= V. (With demand <= capacity, V = 1.)"""
+    if demand <= capacity:
+        return 1.0
+    n = 0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
+            n += 1
+        b = S.b_nnext[b]
+    u = np.empty(n)
+    d = np.empty(n)
+    n = 0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
+            u[n] = _remaining(S, P, b) / S.b_cons[b, CPU]
+            d[n] = S.b_cons[b, CPU]
+            n += 1
+        b = S.b_nnext[b]
+    order = np.argsort(u, kind="mergesort")
+    elapsed = 0.0  # real time of the step used so far
+    vt = 0.0  # virtual time: seconds of progress at full demand
+    rest = demand  # demand of the consumers still present
+    for k in range(n):
+        i = order[k]
+        phi = min(1.0, capacity / rest) if rest > 0.0 else 1.0
+        dt = (u[i] - vt) / phi
+        if elapsed + dt >= 1.0:
+            return vt + (1.0 - elapsed) * phi
+        elapsed += dt
+        vt = u[i]
+        rest -= d[i]
+    if rest <= 1e-12 * demand:  # every consumer finished inside the step
+        return 1.0
+    return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
+
+
 @njit(cache=True)
 def step_consumption(S, P, t):
-    """Factor c_t: sample, then share bandwidth and CPU; record server and user totals."""
+    """Factor c_t: sample demands, grant shares, advance work; record server and user
+    totals of what was used."""
     S.n_touched[0] = 0
     w = np.empty(P.levels.shape[1])
     # Running downloads (node online, readiness LOADING), in download-list order, go to
@@ -178,15 +237,17 @@ def step_consumption(S, P, t):
         at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
     S.n_dlrun[0] = n_run
     _node_totals(S)
-    # Node-level shares: concurrent transfers divide the node's bandwidth; CPU overcommit
-    # slows every batch on the node proportionally.
+    # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
+    # is the node's virtual time (cpu_share_time), the share of a consumer that does not
+    # finish inside the step.
     u_in = 0.0
     u_out = 0.0
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
-        for f, r in ((0, BAND_IN), (1, BAND_OUT), (2, CPU)):
+        for f, r in ((0, BAND_IN), (1, BAND_OUT)):
             c = S.nd_cons[v, r]
             S.nd_fac[v, f] = S.alloc[v, r] / c if c > S.alloc[v, r] else 1.0
+        S.nd_fac[v, 2] = cpu_share_time(S, P, v, S.alloc[v, CPU], S.nd_cons[v, CPU])
         if v > 0:
             u_in += S.nd_cons[v, BAND_IN] * S.nd_fac[v, 0]
             u_out += S.nd_cons[v, BAND_OUT] * S.nd_fac[v, 1]
@@ -195,10 +256,32 @@ def step_consumption(S, P, t):
     g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
     for k in range(S.n_b[0]):
         b = b_list[k]
-        _scale(b_cons, b, b_node[b], S, g_in, g_out)
+        v = b_node[b]
+        # The CPU demand before the share: an executing batch finishes iff its remaining
+        # work takes at most the node's virtual time at full demand.
+        demand = b_cons[b, CPU]
+        _scale(b_cons, b, v, S, g_in, g_out)
+        ph = b_phase[b]
+        r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
+        need = _remaining(S, P, b)
+        if ph == EXECUTION:
+            done = demand > 0.0 and need / demand <= S.nd_fac[v, 2]
+        else:
+            done = need <= b_cons[b, r]
+        if done:
+            b_cons[b, r] = need  # used only what it needed (over the 1 s step)
+            S.b_done[b] = 1.0
+        elif need > 0.0:
+            S.b_done[b] += (1.0 - S.b_done[b]) * b_cons[b, r] / need
+        if ph == EXECUTION:
+            S.nd_work[v] += b_cons[b, CPU] / 100.0
     for k in range(n_run):
         d = dl_run[k]
         _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
+        # A download that completes uses only the missing bytes.
+        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[dl_node[d], dl_sub[d]])
+        if dl_cons[d, BAND_IN] > missing:
+            dl_cons[d, BAND_IN] = missing
     _node_totals(S)
     # Record c_t before the executor acts (paper 3.2, Fig. 4).
     ucons = np.zeros(N_CRES)
@@ -217,43 +300,10 @@ def step_consumption(S, P, t):
     S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
 
 
-@njit(cache=True, inline="always")
-def _times(term, z, e):
-    """term * z * z * ... (e factors), multiplied one at a time; unrolled for e <= 3, the
-    degrees the fitted hazards use."""
-    if e > 0:
-        term *= z
-        if e > 1:
-            term *= z
-            if e > 2:
-                term *= z
-                for _ in range(e - 3):
-                    term *= z
-    return term
-
-
-@njit(cache=True, inline="always")
-def hazard(P, h, m, cons, size, age):
-    """Discrete-time logistic hazard of finishing phase h this step (paper 2.2)."""
-    zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
-    zn = (size - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
-    log_age = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
-    zl = (log_age - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
-    x = P.hz_icpt[h] + P.hz_type[h, m]
-    terms, coef = P.hz_terms, P.hz_coef
-    for f in range(P.hz_nterms[h]):
-        term = _times(coef[h, f], zc, terms[h, f, 0])
-        term = _times(term, zn, terms[h, f, 1])
-        x += _times(term, zl, terms[h, f, 2])
-    if x >= 0:
-        return 1.0 / (1.0 + np.exp(-x))
-    ex = np.exp(x)
-    return ex / (1.0 + ex)
-
-
 @njit(cache=True)
 def step_completions(S, P, t):
-    """Factors d^x, x and d^y, y: downloads accumulate, batches draw one completion each."""
+    """Factors d^x, x and d^y, y: downloads accumulate, batches whose phase work is done
+    advance (the work of a finished execution is counted in `ser_work`)."""
     # The downloads that ran in this step's consumption, latest in the list first.
     for k in range(S.n_dlrun[0] - 1, -1, -1):
         accumulate_download(S, P, S.dl_run[k], t)
@@ -265,10 +315,9 @@ def step_completions(S, P, t):
         if k >= S.n_b[0]:
             continue
         b = S.b_list[k]
-        h = S.b_phase[b] - 1
-        res = P.hz_res[h]
-        p_done = hazard(P, h, P.sub_type[S.b_sub[b]], S.b_cons[b, res], S.b_size[b], S.b_age[b])
-        if uniform(S.rng, STREAM_HAZARD) < p_done:
+        if S.b_done[b] >= 1.0:
+            if S.b_phase[b] == EXECUTION:
+                S.ser_work[t, 0 if S.b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
             batch_advance(S, P, b, t)
         else:
             S.b_age[b] += 1

@@ -6,10 +6,12 @@ invariants (lists, holders, batch membership, memory reservations, event counts)
 place, whatever policy is plugged in.
 """
 
+import numpy as np
 from numba import njit
 
 from gmm_volunteer.params import (
     BAND_IN,
+    DOWNLOAD,
     DONE,
     EMPTY,
     EXECUTION,
@@ -19,7 +21,9 @@ from gmm_volunteer.params import (
     PAUSED,
     READY,
     UPLOAD,
+    WORK_EXPONENTIAL,
 )
+from gmm_volunteer.rng import STREAM_WORK, normal, uniform
 
 EV_START, EV_COMPLETE, EV_ABORT, EV_RESET, EV_CANCEL = range(5)
 OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = range(3)
@@ -85,6 +89,47 @@ def mem_estimate(P, j, n):
     return top + slope * (n - MAX_BATCH_TABLE)
 
 
+# ---- work of a phase (docs/model.md, "Progress from granted resources") -----------
+
+
+@njit(cache=True, inline="always")
+def work_mean(P, j, n):
+    """Mean CPU-seconds of executing a batch of n subtasks j (linear beyond the table)."""
+    if n <= MAX_BATCH_TABLE:
+        return P.wk_mean[j, n]
+    top = P.wk_mean[j, MAX_BATCH_TABLE]
+    return top + (top - P.wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
+
+
+@njit(cache=True, inline="always")
+def phase_work(S, P, b):
+    """Work batch b's current phase needs, in the units its consumption is recorded in
+    times seconds: execution in %-seconds of CPU (100 = one core for one second), input
+    download and result upload in Mbit."""
+    j, n, ph = S.b_sub[b], S.b_size[b], S.b_phase[b]
+    if ph == EXECUTION:
+        return 100.0 * work_mean(P, j, n) * S.b_eps[b]
+    if ph == DOWNLOAD:
+        return 8.0 * n * P.sub_in_mb[j]
+    return 8.0 * n * P.sub_out_mb[j]
+
+
+@njit(cache=True, inline="always")
+def work_factor(st, dist, log_sd):
+    """A factor of mean 1 scaling a batch's execution work (its fitted variability):
+    exponential, or lognormal exp(s Z - s^2 / 2) (deterministic when s = 0)."""
+    if dist == WORK_EXPONENTIAL:
+        return -np.log(uniform(st, STREAM_WORK))
+    if log_sd == 0.0:
+        return 1.0
+    return np.exp(log_sd * normal(st, STREAM_WORK) - 0.5 * log_sd * log_sd)
+
+
+@njit(cache=True, inline="always")
+def draw_work_factor(S, P, j):
+    return work_factor(S.rng, P.wk_dist[j], P.wk_lsd[j])
+
+
 # ---- batches --------------------------------------------------------------------
 
 
@@ -103,6 +148,8 @@ def batch_new(S, P, v, j, phase, t):
     S.b_mem[b] = 0.0
     S.b_cons[b, :] = 0.0
     S.b_h[b, :] = 0.0
+    S.b_done[b] = 0.0
+    S.b_eps[b] = draw_work_factor(S, P, j) if phase == EXECUTION else 1.0
     h = S.nd_bhead[v]
     S.b_nnext[b] = h
     S.b_nprev[b] = -1
@@ -238,7 +285,7 @@ def batch_advance(S, P, b, t):
     while s >= 0:
         S.ex_phase[s // P.max_slots, s % P.max_slots] = nph
         s = S.sl_next[s]
-    target = batch_born_now(S, v, j, nph, t)
+    target = batch_born_now(S, v, j, nph, t) if P.batching else -1
     if target >= 0 and target != b:
         # Same node, subtask, phase and age: one batch from now on (paper 2.2).
         last = -1
@@ -260,6 +307,8 @@ def batch_advance(S, P, b, t):
     S.b_age[b] = 0
     S.b_born[b] = t
     S.b_h[b, :] = 0.0
+    S.b_done[b] = 0.0
+    S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
     S.mg_id[v, j, nph] = b
     S.mg_t[v, j, nph] = t
 
@@ -357,7 +406,8 @@ def accumulate_download(S, P, d, t):
     v, j = S.dl_node[d], S.dl_sub[d]
     delta = S.dl_cons[d, BAND_IN] / 8.0
     S.dl_age[d] += 1
-    if S.rd_mb[v, j] + delta >= P.sub_data_mb[j]:
+    # The consumption factor granted at most the missing bytes; the slack absorbs rounding.
+    if S.rd_mb[v, j] + delta >= P.sub_data_mb[j] * (1.0 - 1e-12):
         download_finish(S, P, d)
     else:
         S.rd_mb[v, j] += delta

@@ -1,0 +1,197 @@
+"""Progress from granted resources (docs/model.md D10; DESIGN.md section 3).
+
+A phase needs work (CPU-seconds to execute, megabits to transfer) and advances by what
+its node grants; nodes share CPU proportionally to demand and are work-conserving
+inside a step. Checked here against closed forms and conservation laws:
+
+- the work table and the work factor's law (mean 1; sample means within 4.5 standard
+  errors, SE = sd / sqrt(n));
+- uncontended execution: exponential work of mean mu CPU-s at a constant demand of one
+  core finishes after K steps with P(K > m) = exp(-m / mu), a geometric law of mean
+  1 / (1 - exp(-1 / mu)); the sample mean of n durations is within 4.5 SE,
+  SE = sqrt(1 - p) / (p sqrt(n));
+- work conservation in every step: what a node's consumers use is at most its
+  allocation, per resource; cumulative work done on a node is at most its cumulative
+  CPU allocation; finished work is at most consumed CPU;
+- saturation: a server that always has work completes exponential jobs as a Poisson
+  process of rate C_t / mu, so the count over T steps is within 4.5 sqrt(mean) (+1 for
+  the jobs cut at the window's ends) of sum_t C_t / (100 mu); a server with a tenth of
+  the CPU completes a tenth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import njit
+
+from engine_support import make_config
+from gmm_volunteer.bundle import validate_bundle, write_bundle
+from gmm_volunteer.engine import Simulation
+from gmm_volunteer.kernels.ops import work_factor
+from gmm_volunteer.params import CPU, EXECUTION, MAX_BATCH_TABLE, WORK_EXPONENTIAL, WORK_LOGNORMAL, build_params
+from gmm_volunteer.synthetic import queueing_bundle, synthetic_bundle
+
+LONG = {"dist": "exponential", "mean": 1.0e9}  # a state that does not end within a test run
+
+
+def _queueing_config(tmp_path, *, mean_work_s, users, steps, server_cpu_pct, think_s=10.0, seed=3, **extra):
+    path = tmp_path / f"q{mean_work_s}"
+    if not (path / "bundle.yaml").exists():
+        write_bundle(queueing_bundle(mean_work_s=mean_work_s, demand_pct=100.0), path)
+    d = dict(
+        users=users, steps=steps, scheduler="centralized", seed=seed, server=1.0,
+        base_profile={"cpu": server_cpu_pct},
+        availability={"online": LONG, "offline": {"dist": "exponential", "mean": 10.0}},
+        requests={"think_time": {"dist": "exponential", "mean": think_s}, "patience": LONG,
+                  "type_probabilities": [1.0]},
+        execution={"batching": False},
+    )
+    d.update(extra)
+    return make_config(path, **d)
+
+
+def test_work_table_interpolates_measured_means(tmp_path):
+    b = synthetic_bundle(exec_mean_s=(2.0, 5.0), exec_cpu_pct=(50.0, 100.0))
+    write_bundle(b, tmp_path / "m")
+    P = build_params(make_config(tmp_path / "m"), validate_bundle(b))
+    for j, m in enumerate(P.sub_type):
+        w = b["subtask_types"][m]["work"]
+        assert P.wk_mean[j, 1] == pytest.approx(w["mean_cpu_s"][0])
+        assert P.wk_mean[j, 10] == pytest.approx(w["mean_cpu_s"][1])
+        assert P.wk_mean[j, 4] == pytest.approx(w["mean_cpu_s"][0] + 3 / 9 * (w["mean_cpu_s"][1] - w["mean_cpu_s"][0]))
+        assert P.wk_mean[j, 0] == 0.0 and np.all(np.diff(P.wk_mean[j, : MAX_BATCH_TABLE + 1]) > 0)
+    # One measured size: work proportional to the batch size.
+    q = queueing_bundle(mean_work_s=3.0)
+    write_bundle(q, tmp_path / "q")
+    Pq = build_params(make_config(tmp_path / "q", requests={"type_probabilities": [1.0]}), validate_bundle(q))
+    assert Pq.wk_mean[0, 1] == 3.0 and Pq.wk_mean[0, 7] == pytest.approx(21.0)
+
+
+@njit
+def _factors(dist, log_sd, n, seed):
+    st = np.full(8, np.uint64(seed), dtype=np.uint64)
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = work_factor(st, dist, log_sd)
+    return out
+
+
+@pytest.mark.parametrize("log_sd", [0.1, 0.45])
+def test_lognormal_work_factor_has_mean_one(log_sd):
+    n = 200_000
+    x = _factors(WORK_LOGNORMAL, log_sd, n, 11)
+    se = math.sqrt(math.exp(log_sd**2) - 1.0) / math.sqrt(n)
+    assert abs(x.mean() - 1.0) < 4.5 * se
+    lx = np.log(x)
+    assert abs(lx.std() - log_sd) < 4.5 * log_sd / math.sqrt(2 * n)
+    assert np.all(_factors(WORK_LOGNORMAL, 0.0, 10, 1) == 1.0)
+
+
+def test_exponential_work_factor():
+    n = 200_000
+    x = _factors(WORK_EXPONENTIAL, 0.0, n, 5)
+    assert abs(x.mean() - 1.0) < 4.5 / math.sqrt(n)
+    p = math.exp(-1.0)
+    assert abs((x > 1.0).mean() - p) < 4.5 * math.sqrt(p * (1 - p) / n)
+
+
+def _execution_durations(sim, steps):
+    """Steps each server batch spent executing (placement step excluded)."""
+    born, out = {}, []
+    while sim.t < steps:
+        sim.step()
+        S = sim.arrays
+        alive = set(S.b_list[: S.n_b[0]].tolist())
+        for b in list(born):
+            if b not in alive or S.b_born[b] != born[b]:
+                out.append(sim.t - 1 - born[b])
+                del born[b]
+        for b in alive:
+            if b not in born and S.b_phase[b] == EXECUTION:
+                born[b] = int(S.b_born[b])
+    return np.array(out)
+
+
+def test_uncontended_execution_steps_follow_the_work(tmp_path):
+    mu = 4.0  # CPU-s of work at a demand of one core: 4 s on average, geometric in steps
+    cfg = _queueing_config(tmp_path, mean_work_s=mu, users=60, steps=1500, server_cpu_pct=1.0e5, think_s=20.0)
+    d = _execution_durations(Simulation(cfg), cfg.steps)
+    p = 1.0 - math.exp(-1.0 / mu)
+    assert d.size > 500 and d.min() >= 1
+    se = math.sqrt(1 - p) / (p * math.sqrt(d.size))
+    assert abs(d.mean() - 1.0 / p) < 4.5 * se, (d.mean(), 1 / p, d.size)
+
+
+@pytest.mark.parametrize("scheduler,server", [("centralized", 0.05), ("uniform", 0.2), ("affinity", 0.2)])
+def test_work_is_conserved_every_step(synthetic_model, scheduler, server):
+    cfg = make_config(synthetic_model, users=120, steps=400, scheduler=scheduler, server=server, seed=7)
+    sim = Simulation(cfg)
+    granted = np.zeros(sim.params.n_nodes)
+    contended = 0
+    while sim.t < cfg.steps:
+        t = sim.t
+        sim.advance()
+        S = sim.arrays
+        touched = S.nd_touched[: S.n_touched[0]]
+        granted[0] += S.alloc[0, CPU] / 100.0
+        on = S.on_list[: S.n_on[0]]
+        granted[on] += S.alloc[on, CPU] / 100.0
+        for r in (0, 1, CPU):  # shares; memory is a hard limit the executor enforces
+            used, alloc = S.nd_cons[touched, r], S.alloc[touched, r]
+            assert np.all(used <= alloc * (1 + 1e-9) + 1e-9), (t, r)
+        # Users' transfers share the server's links (series are float32: 1e-6 relative).
+        assert S.ser_ucons[t, 0] <= S.alloc[0, 1] * (1 + 1e-6) + 1e-6
+        assert S.ser_ucons[t, 1] <= S.alloc[0, 0] * (1 + 1e-6) + 1e-6
+        contended += int(np.any(S.nd_fac[touched, 2] < 1.0))
+        sim.act_executor()
+        sim.act_scheduler()
+        sim.t += 1
+    S = sim.arrays
+    assert contended > 10  # the configuration does exercise CPU sharing
+    assert np.all(S.nd_work <= granted * (1 + 1e-9) + 1e-9)
+    rec = sim.record()
+    done = rec.completed_work.astype(np.float64).sum(axis=0)
+    used = np.array([rec.server_consumption[:, CPU].sum(), rec.user_consumption[:, CPU].sum()]) / 100.0
+    assert done.sum() > 0
+    assert np.all(done <= used * (1 + 1e-5) + 1e-3)  # float32 series
+
+
+def _server_completions(rec, t0):
+    return int(rec.subtask_events[t0:, 0, 1].sum())
+
+
+def test_saturated_server_completes_capacity_over_work(tmp_path):
+    mu, t0, steps = 5.0, 200, 2200
+    counts, expected = [], []
+    for cpu in (200.0, 20.0):
+        cfg = _queueing_config(tmp_path, mean_work_s=mu, users=80, steps=steps, server_cpu_pct=cpu, think_s=10.0)
+        sim = Simulation(cfg)
+        rec = sim.run(progress=False)
+        assert rec.active_requests[t0:].min() > 10  # the queue never empties: always busy
+        counts.append(_server_completions(rec, t0))
+        expected.append(rec.server_allocation[t0:, CPU].astype(np.float64).sum() / (100.0 * mu))
+        # Used CPU never exceeds the allocation; saturated, it uses all of it.
+        util = rec.server_consumption[t0:, CPU].sum() / rec.server_allocation[t0:, CPU].sum()
+        assert 0.999 < util <= 1.0 + 1e-6
+    for n, m in zip(counts, expected):
+        assert abs(n - m) < 4.5 * math.sqrt(m) + 1.0, (n, m)
+    # A tenth of the CPU completes a tenth (the server allocation path is the same).
+    ratio = counts[0] / counts[1]
+    se = ratio * math.sqrt(1 / counts[0] + 1 / counts[1])
+    assert abs(ratio - 10.0) < 4.5 * se, (ratio, se)
+
+
+def test_overload_with_patience_abandons_and_stays_within_capacity(tmp_path):
+    mu, steps = 5.0, 2000
+    cfg = _queueing_config(tmp_path, mean_work_s=mu, users=80, steps=steps, server_cpu_pct=100.0, think_s=10.0,
+                           requests={"think_time": {"dist": "exponential", "mean": 10.0},
+                                     "patience": {"dist": "exponential", "mean": 60.0},
+                                     "type_probabilities": [1.0]})
+    rec = Simulation(cfg).run(progress=False)
+    out = rec.request_outcome
+    assert (out == 1).sum() > 100  # latency grows until patience ends requests
+    m = rec.server_allocation[:, CPU].astype(np.float64).sum() / (100.0 * mu)
+    assert (out == 0).sum() <= m + 4.5 * math.sqrt(m) + 1.0
