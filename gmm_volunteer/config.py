@@ -21,7 +21,7 @@ from typing import Annotated, Any, Iterable, Literal, Mapping, Union, get_args, 
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "ConfigError",
@@ -31,6 +31,7 @@ __all__ = [
     "LogNormal",
     "Pareto",
     "Exponential",
+    "Never",
     "load_config",
     "config_from_dict",
     "apply_overrides",
@@ -142,8 +143,30 @@ class Exponential(_DistBase):
         return self.mean_
 
 
-Dist = Annotated[Union[Weibull, LogNormal, Pareto, Exponential], Field(discriminator="dist")]
-DIST_NAMES = ("weibull", "lognormal", "pareto", "exponential")
+class Never(_DistBase):
+    """The state never ends: S(t) = 1 for every t, so the mean and the median are infinite.
+
+    ``availability.online: {dist: never}`` keeps users online for the whole run,
+    ``requests.patience: {dist: never}`` means no request is abandoned. A law with no end
+    is not a duration the paper fits (section 2.2); it gives the limiting cases a check
+    against queueing theory needs (always-online users, unbounded patience).
+    """
+
+    dist: Literal["never"]
+
+    def survival(self, t):
+        t = np.asarray(t, dtype=float)
+        return np.ones_like(t)[()]
+
+    def median(self) -> float:
+        return math.inf
+
+    def mean(self) -> float:
+        return math.inf
+
+
+Dist = Annotated[Union[Weibull, LogNormal, Pareto, Exponential, Never], Field(discriminator="dist")]
+DIST_NAMES = ("weibull", "lognormal", "pareto", "exponential", "never")
 
 
 # ---------------------------------------------------------------------------------
@@ -181,16 +204,51 @@ class BaseProfile(_Section):
 
 
 class Availability(_Section):
+    """The alternating online/offline renewal process of a user (paper section 2.2).
+
+    A run starts from its stationary law (docs/model.md, D2), which needs both mean
+    durations finite, or exactly one law `never` (then every user starts, and stays, in
+    that state).
+    """
+
     online: Dist = Field(default_factory=lambda: Weibull(dist="weibull", scale=1133.1, shape=0.5764))
     offline: Dist = Field(
         default_factory=lambda: LogNormal(dist="lognormal", mu=math.log(5259.0), sigma=1.5)
     )
+
+    @field_validator("online", "offline")
+    @classmethod
+    def _finite_mean(cls, v):
+        # An infinite mean that is not `never` (a Pareto with shape <= 1) leaves the
+        # length-biased law of the current period undefined: no stationary start.
+        if isinstance(v, Pareto) and v.shape <= 1.0:
+            raise ValueError(
+                f"a pareto availability law needs shape > 1 (got {_num(v.shape)}): with an "
+                "infinite mean the process has no stationary state to start from"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _not_both_never(self):
+        if isinstance(self.online, Never) and isinstance(self.offline, Never):
+            raise ValueError(
+                "online and offline cannot both be {dist: never}: the process has no "
+                "stationary state to start from"
+            )
+        return self
 
 
 class Requests(_Section):
     think_time: Dist = Field(default_factory=lambda: Pareto(dist="pareto", scale=30.0, shape=1.5))
     patience: Dist = Field(default_factory=lambda: Pareto(dist="pareto", scale=30.0, shape=1.5))
     type_probabilities: list[float] = Field(default_factory=lambda: [0.4, 0.3, 0.2, 0.1])
+
+    @field_validator("think_time")
+    @classmethod
+    def _think_time_ends(cls, v):
+        if isinstance(v, Never):
+            raise ValueError("cannot be {dist: never}: no request would ever arrive")
+        return v
 
     @field_validator("type_probabilities")
     @classmethod

@@ -10,6 +10,7 @@ steps in one call instead, with the same result.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -24,6 +25,7 @@ from gmm_volunteer.kernels.ops import list_add
 from gmm_volunteer.kernels.people import start_think
 from gmm_volunteer.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.params import READY, Params, build_params, mean_duration, pack_params
+from gmm_volunteer.rng import MAX_DURATION
 from gmm_volunteer.policies import make_executor, make_scheduler
 from gmm_volunteer.policies.fused import fused_runner
 from gmm_volunteer.runrecord import RunRecord
@@ -31,8 +33,11 @@ from gmm_volunteer.state import allocate, grow_if_needed, pack_state
 
 
 def _length_biased(law: np.ndarray, size: int, g: np.random.Generator) -> np.ndarray:
-    """Draws of the length-biased duration law (density t f(t) / E[T])."""
+    """Draws of the length-biased duration law (density t f(t) / E[T]); +inf for a state
+    that never ends (no draws are taken then)."""
     kind, a, b = int(law[0]), float(law[1]), float(law[2])
+    if kind == rng_mod.DIST_NEVER:
+        return np.full(size, np.inf)
     if kind == rng_mod.DIST_WEIBULL:
         return (g.gamma(1.0 + 1.0 / b, size=size)) ** (1.0 / b) * a
     if kind == rng_mod.DIST_LOGNORMAL:
@@ -48,14 +53,24 @@ def stationary_availability(P: Params, g: np.random.Generator):
 
     P(online) = E[T_on] / (E[T_on] + E[T_off]); the current period is length-biased and
     the user is at a uniform point in it.
+
+    When one state never ends (`never`, infinite mean) P(online) is 1 or 0: every user
+    is in that state, at age 0, and its switch is at `rng.MAX_DURATION`, i.e. never
+    (docs/model.md, D2). Both never ending has no stationary law (the config refuses it).
     """
     n = P.n_users
     m_on, m_off = mean_duration(P.on_law), mean_duration(P.off_law)
-    online = g.random(n) < m_on / (m_on + m_off)
+    if math.isinf(m_on) and math.isinf(m_off):
+        raise ValueError("online and offline durations both never end: no stationary state")
+    p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)  # 0.0 when m_off is infinite
+    online = g.random(n) < p_on
     total = np.where(online, _length_biased(P.on_law, n, g), _length_biased(P.off_law, n, g))
-    age = g.random(n) * total
-    residual = total - age
-    next_change = np.maximum(np.ceil(residual) - 1, 0).astype(np.int64)
+    # A never-ending period has no uniform point: its age is taken as 0 (the age is
+    # recorded, never read by the dynamics). Finite periods keep the draws they had.
+    ends = np.isfinite(total)
+    age = g.random(n) * np.where(ends, total, 0.0)
+    residual = np.where(ends, total - age, np.inf)
+    next_change = np.minimum(np.maximum(np.ceil(residual) - 1, 0), rng_mod.MAX_DURATION).astype(np.int64)
     return online, np.floor(age).astype(np.int64), next_change
 
 
@@ -72,7 +87,8 @@ def _init_state(S, P, online, age, next_change):
     for k in range(online.size):
         i = k + 1
         S.av_since[i] = -1 - age[k]
-        heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, next_change[k], i, next_change[k])
+        if next_change[k] < MAX_DURATION:  # a state that never ends gets no timer
+            heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, next_change[k], i, next_change[k])
         if online[k]:
             S.online[i] = 1
             list_add(S.on_list, S.on_pos, S.n_on, i)

@@ -40,6 +40,7 @@ _DIST_CODES = {
     "lognormal": _rng.DIST_LOGNORMAL,
     "pareto": _rng.DIST_PARETO,
     "exponential": _rng.DIST_EXPONENTIAL,
+    "never": _rng.DIST_NEVER,
 }
 
 PARAM_FIELDS = (
@@ -117,6 +118,8 @@ def dist_law(d) -> np.ndarray:
         return np.array([_DIST_CODES[kind], d.scale, d.shape], dtype=np.float64)
     if kind == "exponential":
         return np.array([_DIST_CODES[kind], d.mean(), 0.0], dtype=np.float64)
+    if kind == "never":
+        return np.array([_DIST_CODES[kind], 0.0, 0.0], dtype=np.float64)
     raise ValueError(f"unknown distribution {kind!r}")
 
 
@@ -370,8 +373,11 @@ def build_params(cfg, bundle: Bundle) -> Params:
 
 
 def mean_duration(law: np.ndarray) -> float:
-    """Mean of the continuous duration law (for the stationary availability start)."""
+    """Mean of the continuous duration law (for the stationary availability start);
+    infinite for `never`."""
     kind, a, b = int(law[0]), law[1], law[2]
+    if kind == _rng.DIST_NEVER:
+        return math.inf
     if kind == _rng.DIST_WEIBULL:
         return a * math.gamma(1.0 + 1.0 / b)
     if kind == _rng.DIST_LOGNORMAL:

@@ -63,6 +63,9 @@ DIST_WEIBULL = 0
 DIST_LOGNORMAL = 1
 DIST_PARETO = 2
 DIST_EXPONENTIAL = 3
+DIST_NEVER = 4  # the state never ends (config `never`): S(t) = 1
+# Longest duration in steps; a law's extreme tail and `never` are capped here. 2^50 steps
+# (~36 million years) is never reached by a run, and t + MAX_DURATION fits an int64 timer.
 MAX_DURATION = 1 << 50
 
 
@@ -71,8 +74,10 @@ def continuous_duration(kind, a, b, u1, u2):
     """Inverse-survival draw T with S(T) = u1 (u2 is used by the lognormal only).
 
     weibull(a=scale, b=shape), lognormal(a=mu, b=sigma), pareto(a=scale, b=shape),
-    exponential(a=mean).
+    exponential(a=mean); never gives +inf.
     """
+    if kind == DIST_NEVER:
+        return np.inf
     if kind == DIST_WEIBULL:
         return a * (-np.log(u1)) ** (1.0 / b)
     elif kind == DIST_LOGNORMAL:
@@ -90,7 +95,10 @@ def discrete_duration(kind, a, b, u1, u2):
 
     The state persists from age d-1 to d with probability S(d)/S(d-1), so
     P(D > n) = S(n) = P(T > n) and D = ceil(T) has exactly that law (at least 1).
+    A state that never ends lasts MAX_DURATION steps: its timer never fires in a run.
     """
+    if kind == DIST_NEVER:
+        return np.int64(MAX_DURATION)
     t = continuous_duration(kind, a, b, u1, u2)
     if not t < MAX_DURATION:  # also catches inf/nan from extreme tails
         return MAX_DURATION

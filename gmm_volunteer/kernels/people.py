@@ -3,7 +3,10 @@
 Both are semi-Markov: the discrete-time hazard S(d)/S(d-1) is sampled as a whole
 duration when a state is entered (`rng.discrete_duration`, same law) and the end is a
 timed event in a heap. Draws are keyed by (user, counter) so that the n-th online period
-and the n-th request of a user are the same whatever the policy did.
+and the n-th request of a user are the same whatever the policy did. A state that never
+ends (`rng.MAX_DURATION` steps, e.g. the config law `never`) gets no timer at all: it
+could not fire in a run, and never-ending patience would otherwise leave one stale timer
+per request in the heap.
 """
 
 import numpy as np
@@ -28,6 +31,7 @@ from gmm_volunteer.rng import (
     KEY_PATIENCE,
     KEY_REQUEST_TYPE,
     KEY_THINK,
+    MAX_DURATION,
     discrete_duration,
     keyed_uniform,
 )
@@ -51,7 +55,8 @@ def start_think(S, P, i, t):
     S.rq_nthink[i] = n + 1
     d = keyed_duration(S.key[0], KEY_THINK, P.think_law, i, n)
     S.rq_tok[i] += 1
-    heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
+    if d < MAX_DURATION:
+        heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
 
 
 @njit(cache=True)
@@ -100,7 +105,8 @@ def _start_request(S, P, i, t):
     list_add(S.rq_list, S.rq_pos, S.n_rq, i)
     d = keyed_duration(S.key[0], KEY_PATIENCE, P.patience_law, i, n)
     S.rq_tok[i] += 1
-    heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
+    if d < MAX_DURATION:  # unbounded patience: the request cannot be abandoned
+        heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
 
 
 @njit(cache=True)
@@ -162,4 +168,5 @@ def step_availability(S, P, t):
         else:
             go_online(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)
-        heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)
+        if d < MAX_DURATION:
+            heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)
