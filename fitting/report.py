@@ -4,6 +4,7 @@
 - autocorrelation of the transformed data vs a long sample of the fitted ARMA,
 - empirical (Kaplan-Meier) vs fitted survival of each phase duration,
 - memory estimates (mean + 2 sd) vs the per-second observations,
+- the fitted allocation fractions (mean and sd per resource, section 2.2),
 - the derived base profile beside the paper's (section 3.1),
 - Lloyd-Max levels of the resource trace vs the levels the downloads were measured at.
 """
@@ -194,6 +195,22 @@ def _lloyd_max_lines(traces) -> list[str]:
     ]
 
 
+def _allocation_lines(bundle: dict) -> list[str]:
+    """The fitted allocation fractions (paper 2.2: the mean and sd that rescale the ARMA)."""
+    lines = [
+        "Mean and sd (ddof 1) of each resource's allocation, as a fraction of the measured "
+        "machine's capacity, over the trace. A node class with `allocation: fitted` (the users "
+        "by default; the server is `dedicated`, mean 1 and sd 0) draws these fractions of its "
+        "maximum allocation (docs/usage.md, \"Allocation fractions\").",
+        "",
+        "| resource | mean | sd |",
+        "|---|---|---|",
+    ]
+    for res, model in bundle["allocation"].items():
+        lines.append(f"| {res} | {float(model['mean']):.4g} | {float(model['sd']):.4g} |")
+    return lines
+
+
 def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
     """Write report.md and figures under `out`; return the report.md path."""
     out = Path(out)
@@ -258,6 +275,10 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         "",
         f"- light subtask types (lighter half by mean execution time): {diag['groups']['light']}",
         f"- heavy subtask types: {diag['groups']['heavy']}",
+        "",
+        "## Allocation fractions (paper 2.2)",
+        "",
+        *_allocation_lines(bundle),
         "",
         "## Base profile (paper 3.1)",
         "",

@@ -21,7 +21,16 @@ from typing import Annotated, Any, Iterable, Literal, Mapping, Union, get_args, 
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+    model_serializer,
+)
 
 __all__ = [
     "ConfigError",
@@ -178,13 +187,129 @@ class _Section(BaseModel):
     model_config = _STRICT
 
 
+# Allocation fractions (paper 2.2, "Allocated resources": node-specific mean and sd;
+# paper 3.1). A node's allocation is clip(mean + sd * YJ^-1(...), 0, 1) x its maximum.
+ALLOCATION_RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+ALLOCATION_BASES = ("dedicated", "fitted")
+
+
+class _Fractions(_Section):
+    """Per-resource values; a resource left out keeps the value of the law's base."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_null(cls, v: Any) -> Any:
+        # null would silently mean "the base's value"; leaving the key out says that.
+        if v is None:
+            raise ValueError("must be a number (got null; leave the resource out to keep the base's value)")
+        return v
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    def values(self) -> dict[str, float]:
+        """The resources given, by name."""
+        return {r: getattr(self, r) for r in ALLOCATION_RESOURCES if getattr(self, r) is not None}
+
+
+class AllocationMeans(_Fractions):
+    """Mean allocation fraction per resource, of the node's maximum allocation."""
+
+    band_in: float | None = Field(None, ge=0, le=1)
+    band_out: float | None = Field(None, ge=0, le=1)
+    cpu: float | None = Field(None, ge=0, le=1)
+    memory: float | None = Field(None, ge=0, le=1)
+    storage: float | None = Field(None, ge=0, le=1)
+
+
+class AllocationSds(_Fractions):
+    """Standard deviation of the allocation fraction per resource."""
+
+    band_in: float | None = Field(None, ge=0)
+    band_out: float | None = Field(None, ge=0)
+    cpu: float | None = Field(None, ge=0)
+    memory: float | None = Field(None, ge=0)
+    storage: float | None = Field(None, ge=0)
+
+
+class _AllocationLaw(_Section):
+    """Mean and sd of a node class's allocation fraction (paper 2.2), per resource.
+
+    ``base: dedicated`` is mean 1, sd 0 for every resource (the node offers its maximum
+    allocation every step); ``base: fitted`` takes the model bundle's fitted fraction
+    statistics. ``mean`` and ``sd`` override chosen resources on top of the base.
+    Written as the bare base name when nothing is overridden.
+    """
+
+    base: Literal["dedicated", "fitted"]
+    mean: AllocationMeans = Field(default_factory=AllocationMeans)
+    sd: AllocationSds = Field(default_factory=AllocationSds)
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler):
+        d = handler(self)
+        if not d.get("mean") and not d.get("sd"):
+            return self.base
+        return {k: v for k, v in d.items() if k == "base" or v}
+
+    def fractions(self, fitted: Mapping[str, tuple[float, float]] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sd) per resource in `ALLOCATION_RESOURCES` order. `fitted` maps each
+        resource to the bundle's fitted (mean, sd); without it, values that would come
+        from the bundle are NaN."""
+        if self.base == "dedicated":
+            mean, sd = np.ones(len(ALLOCATION_RESOURCES)), np.zeros(len(ALLOCATION_RESOURCES))
+        elif fitted is None:
+            mean = sd = np.full(len(ALLOCATION_RESOURCES), np.nan)
+        else:
+            mean = np.array([float(fitted[r][0]) for r in ALLOCATION_RESOURCES])
+            sd = np.array([float(fitted[r][1]) for r in ALLOCATION_RESOURCES])
+        mean, sd = mean.copy(), sd.copy()
+        for r, x in self.mean.values().items():
+            mean[ALLOCATION_RESOURCES.index(r)] = x
+        for r, x in self.sd.values().items():
+            sd[ALLOCATION_RESOURCES.index(r)] = x
+        return mean, sd
+
+    @classmethod
+    def from_shorthand(cls, name: str) -> dict:
+        """The mapping a bare base name stands for."""
+        return {"base": name}
+
+
+class ServerAllocation(_AllocationLaw):
+    base: Literal["dedicated", "fitted"] = "dedicated"
+
+
+class UserAllocation(_AllocationLaw):
+    base: Literal["dedicated", "fitted"] = "fitted"
+
+
+def _allocation_shorthand(v: Any) -> Any:
+    """`dedicated` / `fitted` stand for ``{base: <name>}``; anything else but a mapping
+    is refused here, so that the error names the key once and lists what it accepts."""
+    if isinstance(v, str):
+        if v not in ALLOCATION_BASES:
+            raise ValueError(f"must be 'dedicated', 'fitted' or a mapping {{base, mean, sd}} (got {v!r})")
+        return {"base": v}
+    if isinstance(v, (dict, _AllocationLaw)):
+        return v
+    raise ValueError(f"must be 'dedicated', 'fitted' or a mapping {{base, mean, sd}} (got {_got(v)})")
+
+
+ServerAllocationLaw = Annotated[ServerAllocation, BeforeValidator(_allocation_shorthand)]
+UserAllocationLaw = Annotated[UserAllocation, BeforeValidator(_allocation_shorthand)]
+
+
 class Users(_Section):
     count: int = Field(ge=1)
     capacity: float = Field(1.0, gt=0)
+    allocation: UserAllocationLaw = Field(default_factory=UserAllocation)
 
 
 class Server(_Section):
     capacity: float = Field(gt=0)
+    allocation: ServerAllocationLaw = Field(default_factory=ServerAllocation)
 
 
 class BaseProfile(_Section):
@@ -458,12 +583,15 @@ def apply_overrides(
         parts = key.split(".")
         if any(not p for p in parts):
             raise ConfigError(f"{source}: {key}: malformed key (empty component)")
-        defaults = _key_path_defaults(parts, source)
+        defaults, types = _key_path_defaults(parts, source)
         node = out
         for i, part in enumerate(parts[:-1]):
             child = node.get(part)
             if child is None:
                 child = node[part] = copy.deepcopy(defaults[i])
+            elif isinstance(child, str) and _shorthand_of(types[i]) is not None:
+                # e.g. users.allocation: fitted, then --set users.allocation.mean.cpu=0.5
+                child = node[part] = _shorthand_of(types[i])(child)
             elif not isinstance(child, dict):
                 raise ConfigError(
                     f"{source}: {'.'.join(parts[: i + 1])}: cannot set {key}: "
@@ -474,16 +602,19 @@ def apply_overrides(
     return out
 
 
-def _key_path_defaults(parts: list[str], source: str) -> list[dict]:
-    """Check a key path against the schema; return each section's default mapping."""
+def _key_path_defaults(parts: list[str], source: str) -> tuple[list[dict], list[Any]]:
+    """Check a key path against the schema; return each section's default mapping and
+    type (None below a free-form mapping)."""
     tp: Any = RunConfig
     defaults: list[dict] = []
+    types: list[Any] = []
     for i, part in enumerate(parts):
         here = ".".join(parts[: i + 1])
         fields = _fields_of(tp)
         if fields is None:
-            if _is_free_mapping(tp):
-                return defaults + [{}] * (len(parts) - len(defaults))  # e.g. scheduler_options.x.y
+            if _is_free_mapping(tp):  # e.g. scheduler_options.x.y
+                pad = len(parts) - len(defaults)
+                return defaults + [{}] * pad, types + [None] * pad
             parent = ".".join(parts[:i])
             raise ConfigError(f"{source}: {here}: unknown config key ({parent} is a value, not a section)")
         if part not in fields:
@@ -491,7 +622,16 @@ def _key_path_defaults(parts: list[str], source: str) -> list[dict]:
             raise ConfigError(f"{source}: {here}: unknown config key (expected one of: {known})")
         defaults.append(_section_default(tp, part))
         tp = fields[part]
-    return defaults
+        types.append(tp)
+    return defaults, types
+
+
+def _shorthand_of(tp: Any):
+    """The expansion of a section written as a bare string (e.g. ``fitted`` for an
+    allocation law), or None when the section has no such form."""
+    if get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    return getattr(tp, "from_shorthand", None) if isinstance(tp, type) else None
 
 
 def _section_default(tp: Any, key: str) -> dict:
@@ -502,7 +642,7 @@ def _section_default(tp: Any, key: str) -> dict:
         if (f.alias or name) == key:
             value = f.get_default(call_default_factory=True)
             if isinstance(value, BaseModel):
-                return value.model_dump(mode="json")
+                value = value.model_dump(mode="json")  # a bare string for a shorthand
             return value if isinstance(value, dict) else {}
     return {}
 
@@ -528,11 +668,13 @@ def _is_free_mapping(tp: Any) -> bool:
 
 
 def schema_keys() -> list[str]:
-    """Every dotted key of the schema, down to sections; a `Dist` counts as one key."""
+    """Every dotted key of the schema, down to sections; a `Dist` and an allocation law
+    (`server.allocation`, `users.allocation`) count as one key each."""
     out: list[str] = []
 
     def walk(tp: Any, prefix: str) -> None:
-        fields = _fields_of(tp) if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+        section = isinstance(tp, type) and issubclass(tp, BaseModel) and _shorthand_of(tp) is None
+        fields = _fields_of(tp) if section else None
         if fields is None:
             out.append(prefix)
             return
@@ -594,6 +736,8 @@ def _describe(err: dict) -> str:
         return f"must be >= {_num(ctx['ge'])} (got {got!r})"
     if kind == "greater_than":
         return f"must be > {_num(ctx['gt'])} (got {got!r})"
+    if kind == "less_than_equal":
+        return f"must be <= {_num(ctx['le'])} (got {got!r})"
     if kind in ("int_type", "int_from_float"):
         return f"must be an integer (got {_got(got)})"
     if kind == "float_type":

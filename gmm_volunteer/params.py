@@ -53,7 +53,7 @@ PARAM_FIELDS = (
     # work a phase needs (progress from granted resources)
     "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
     # allocations
-    "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_yoff al_eoff restart burn_in "
+    "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
     "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist"
@@ -67,10 +67,11 @@ PARAM_SPEC = {
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd al_mean al_sd wk_lsd sub_in_mb sub_out_mb").split()},
-    **{k: (np.int64, 1) for k in "task_nsub sub_type al_p al_q al_yoff al_eoff cs_nhas level_kind n_levels wk_dist".split()},
+        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb").split()},
+    **{k: (np.int64, 1) for k in (
+        "task_nsub sub_type al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
     **{k: (np.float64, 2) for k in (
-        "mem_est wk_mean amax al_ar al_ma cs_sigma cs_lam cs_zm cs_zsd levels").split()},
+        "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels").split()},
     **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
@@ -258,8 +259,14 @@ def build_params(cfg, bundle: Bundle) -> Params:
     # slots of z values and q + 1 of innovations.
     al_yoff = np.concatenate([[0], np.cumsum(al_p + 1)[:-1]]).astype(np.int64)
     al_eoff = np.concatenate([[0], np.cumsum(al_q + 1)[:-1]]).astype(np.int64)
-    al_mean = np.array([bundle.allocation[r].mean for r in res_names])
-    al_sd = np.array([bundle.allocation[r].sd for r in res_names])
+    # Mean and sd of the allocation fraction per node class (0 server, 1 users) and
+    # resource (paper 2.2: node-specific; config server.allocation, users.allocation).
+    # A class whose sd is 0 for every resource is constant, mean x amax: it draws nothing.
+    fitted = {r: (bundle.allocation[r].mean, bundle.allocation[r].sd) for r in res_names}
+    laws = (cfg.server.allocation, cfg.users.allocation)
+    al_mean = np.stack([law.fractions(fitted)[0] for law in laws])
+    al_sd = np.stack([law.fractions(fitted)[1] for law in laws])
+    al_const = np.all(al_sd == 0.0, axis=1).astype(np.int64)
 
     # Consumption: stage x consumption-resource ARMA blocks and scaling statistics.
     cres = res_names[:N_CRES]
@@ -340,6 +347,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
         al_zsd=al_zsd,
         al_mean=al_mean,
         al_sd=al_sd,
+        al_const=al_const,
         al_yoff=al_yoff,
         al_eoff=al_eoff,
         restart=0 if cfg.allocation.restart == "burn_in" else 1,
@@ -430,6 +438,7 @@ def _pack(T):
     s.al_zsd = T.al_zsd
     s.al_mean = T.al_mean
     s.al_sd = T.al_sd
+    s.al_const = T.al_const
     s.al_yoff = T.al_yoff
     s.al_eoff = T.al_eoff
     s.restart = T.restart

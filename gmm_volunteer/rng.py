@@ -117,6 +117,9 @@ STREAM_CONSUMPTION = 1
 STREAM_WORK = 2  # execution work of batches (was the phase-hazard draws before 0.3.0)
 STREAM_SCHEDULER = 3
 STREAM_EXECUTOR = 4
+# The dedicated server's allocation innovations (paper 2.2 allows it its own parameters):
+# a stream of its own, so that its path does not depend on how many users are online.
+STREAM_SERVER = 5
 N_STREAMS = 8
 
 

@@ -4,6 +4,7 @@
 statistics the paper reports in section 3.2: request outcomes per request type, latency
 quantiles of completed requests, server consumption mean and sd per resource, and subtask
 completion rates per node class. Sweeps stack these per run (`gmm_volunteer.combine`).
+The printed summary also states the allocation fractions in effect (`allocation_in_effect`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
+from gmm_volunteer.config import ALLOCATION_RESOURCES
 from gmm_volunteer.runrecord import OUTCOMES
 
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
@@ -143,6 +145,59 @@ def run_seed(attrs: dict):
     return None
 
 
+def allocation_in_effect(attrs: dict):
+    """Allocation fractions of a run's node classes (paper 2.2: node-specific mean and sd
+    of the fraction of the maximum allocation), from its stored config and model bundle.
+
+    Returns ``{"server": (law, mean, sd), "users": (law, mean, sd)}`` with ``law`` the
+    stored value (a base name or a mapping) and mean, sd arrays in resource order (NaN
+    where the value comes from a bundle that cannot be read), plus ``"bundle_error"``
+    (None or why the bundle was not read); None when the stored config is unreadable.
+    """
+    text = attrs.get("config")
+    try:
+        cfg = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        cfg = None
+    if not isinstance(cfg, dict):
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    from gmm_volunteer.config import ServerAllocationLaw, UserAllocationLaw
+
+    laws = {}
+    for section, tp in (("server", ServerAllocationLaw), ("users", UserAllocationLaw)):
+        sec = cfg.get(section)
+        # Runs stored before these keys existed drew the fitted fractions for both classes.
+        raw = sec.get("allocation", "fitted") if isinstance(sec, dict) else "fitted"
+        try:
+            laws[section] = TypeAdapter(tp).validate_python(raw)
+        except ValidationError:
+            return None
+    fitted, error = None, None
+    if any(law.base == "fitted" for law in laws.values()):
+        from gmm_volunteer.bundle import BundleError, load_bundle
+
+        path = cfg.get("model") or attrs.get("model_bundle")
+        try:
+            bundle = load_bundle(str(path))
+            fitted = {r: (m.mean, m.sd) for r, m in bundle.allocation.items()}
+        except (BundleError, OSError, TypeError) as exc:
+            error = str(exc) or type(exc).__name__
+    out = {name: (law.model_dump(mode="json"), *law.fractions(fitted)) for name, law in laws.items()}
+    out["bundle_error"] = error
+    return out
+
+
+def _law_text(law) -> str:
+    if isinstance(law, str):
+        return law
+    parts = [str(law.get("base"))]
+    for key in ("mean", "sd"):
+        parts += [f"{key} {r} {v:g}" for r, v in (law.get(key) or {}).items()]
+    return ", ".join(parts)
+
+
 def _fmt(x, digits=1) -> str:
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "-"
@@ -211,6 +266,18 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                      _fmt(float(m["server_allocation_mean"].values[i]), 2)])
     lines += _table(["resource", "unit", "consumption mean", "consumption sd", "allocation mean"], rows)
     lines.append("")
+    fractions = allocation_in_effect(a)
+    if fractions is not None:
+        (s_law, s_mean, s_sd), (u_law, u_mean, u_sd) = fractions["server"], fractions["users"]
+        lines.append(f"Allocation fractions in effect (of each node's maximum allocation; "
+                     f"server: {_law_text(s_law)}; users: {_law_text(u_law)})")
+        rows = [[str(r), _fmt(float(s_mean[i]), 3), _fmt(float(s_sd[i]), 3),
+                 _fmt(float(u_mean[i]), 3), _fmt(float(u_sd[i]), 3)]
+                for i, r in enumerate(ALLOCATION_RESOURCES)]
+        lines += _table(["resource", "server mean", "server sd", "users mean", "users sd"], rows)
+        if fractions["bundle_error"] is not None:
+            lines.append(f"(fitted fractions not shown: {fractions['bundle_error']})")
+        lines.append("")
     lines.append("Subtask completion rate (complete / start over the run)")
     rows = []
     ev = m["subtask_events_total"]
@@ -222,4 +289,4 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["run_metrics", "summarize", "run_seed", "DEFAULT_QUANTILES"]
+__all__ = ["run_metrics", "summarize", "run_seed", "allocation_in_effect", "DEFAULT_QUANTILES"]

@@ -162,6 +162,10 @@ def test_run_bad_config_subprocess(workdir):
         (["run", "run.yaml", "--set", "users.count"], "malformed override"),
         (["run", "run.yaml", "--set", "users.cuont=3"], "run.yaml: users.cuont: unknown config key"),
         (["run", "run.yaml", "--set", "users.count=lots"], "run.yaml: users.count: must be an integer"),
+        (["run", "run.yaml", "--set", "server.allocation.mean.cpu=2"],
+         "run.yaml: server.allocation.mean.cpu: must be <= 1 (got 2)"),
+        (["run", "run.yaml", "--set", "users.allocation=bogus"],
+         "run.yaml: users.allocation: must be 'dedicated', 'fitted' or a mapping"),
     ],
 )
 def test_run_input_errors_exit_2(workdir, engine, capsys, argv, needle):

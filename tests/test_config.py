@@ -294,6 +294,90 @@ def test_config_from_dict_names_source(tmp_path, bundle, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------
+# allocation fractions of the node classes (paper 2.2: node-specific mean and sd)
+# ---------------------------------------------------------------------------------
+
+FITTED = {r: (0.1 * (i + 1), 0.01 * (i + 1)) for i, r in
+          enumerate(("band_in", "band_out", "cpu", "memory", "storage"))}
+
+
+def test_allocation_defaults_dedicated_server_fitted_users(tmp_path, bundle):
+    cfg = load_config(write(tmp_path, MINIMAL))
+    mean, sd = cfg.server.allocation.fractions(FITTED)
+    assert mean.tolist() == [1.0] * 5 and sd.tolist() == [0.0] * 5
+    mean, sd = cfg.users.allocation.fractions(FITTED)
+    assert mean.tolist() == [FITTED[r][0] for r in FITTED] and sd.tolist() == [FITTED[r][1] for r in FITTED]
+    dumped = yaml.safe_load(cfg.to_yaml())
+    assert dumped["server"]["allocation"] == "dedicated" and dumped["users"]["allocation"] == "fitted"
+
+
+def test_allocation_mapping_overrides_chosen_resources(tmp_path, bundle):
+    data = {**MINIMAL,
+            "server": {"capacity": 2, "allocation": {"sd": {"cpu": 0.2}}},
+            "users": {"count": 5, "allocation": {"base": "dedicated", "mean": {"memory": 0.5}}}}
+    cfg = load_config(write(tmp_path, data))
+    mean, sd = cfg.server.allocation.fractions(FITTED)  # base defaults to the server's: dedicated
+    assert mean.tolist() == [1.0] * 5 and sd.tolist() == [0.0, 0.0, 0.2, 0.0, 0.0]
+    mean, sd = cfg.users.allocation.fractions(FITTED)
+    assert mean.tolist() == [1.0, 1.0, 1.0, 0.5, 1.0] and sd.tolist() == [0.0] * 5
+    mean, sd = load_config(write(tmp_path, data), ["server.allocation.base=fitted"]).server.allocation.fractions(FITTED)
+    assert mean.tolist() == [FITTED[r][0] for r in FITTED]
+    assert sd.tolist() == [0.01, 0.02, 0.2, 0.04, 0.05]
+
+
+def test_allocation_override_on_top_of_the_shorthand(tmp_path, bundle):
+    # users.allocation left out, and written as a bare base name: both take a sub-key override.
+    cfg = load_config(write(tmp_path, MINIMAL), ["users.allocation.mean.cpu=0.5"])
+    mean, sd = cfg.users.allocation.fractions(FITTED)
+    assert cfg.users.allocation.base == "fitted"
+    assert mean.tolist() == [0.1, 0.2, 0.5, 0.4, 0.5] and sd.tolist() == [FITTED[r][1] for r in FITTED]
+    data = {**MINIMAL, "users": {"count": 5, "allocation": "dedicated"}}
+    cfg = load_config(write(tmp_path, data), ["users.allocation.sd.band_in=0.25"])
+    mean, sd = cfg.users.allocation.fractions(FITTED)
+    assert mean.tolist() == [1.0] * 5 and sd.tolist() == [0.25, 0.0, 0.0, 0.0, 0.0]
+    cfg = load_config(write(tmp_path, MINIMAL), ["server.allocation=fitted"])
+    assert cfg.server.allocation.fractions(FITTED)[0].tolist() == [FITTED[r][0] for r in FITTED]
+
+
+@pytest.mark.parametrize(
+    "override, key, problem",
+    [
+        ("server.allocation.mean.cpu=2", "server.allocation.mean.cpu", "must be <= 1 (got 2)"),
+        ("server.allocation.mean.cpu=-0.1", "server.allocation.mean.cpu", "must be >= 0"),
+        ("users.allocation.sd.memory=-1", "users.allocation.sd.memory", "must be >= 0 (got -1)"),
+        ("users.allocation.sd.memory=.nan", "users.allocation.sd.memory", "must be a finite number"),
+        ("users.allocation.sd.memory=.inf", "users.allocation.sd.memory", "must be a finite number"),
+        ("users.allocation.mean.cpu='0.5'", "users.allocation.mean.cpu", "must be a number"),
+        ("users.allocation.mean.cpu=null", "users.allocation.mean.cpu", "must be a number (got null"),
+        ("users.allocation=bogus", "users.allocation", "must be 'dedicated', 'fitted' or a mapping"),
+        ("users.allocation=3", "users.allocation", "must be 'dedicated', 'fitted' or a mapping"),
+        ("users.allocation={base: shared}", "users.allocation.base", "must be one of"),
+        ("server.allocation={mean: {gpu: 0.5}}", "server.allocation.mean.gpu", "unknown key"),
+        ("server.allocation={means: {cpu: 0.5}}", "server.allocation.means", "unknown key"),
+        ("server.allocation.mean.gpu=0.5", "server.allocation.mean.gpu", "unknown config key"),
+    ],
+)
+def test_allocation_errors_name_the_key(tmp_path, bundle, override, key, problem):
+    path = write(tmp_path, MINIMAL)
+    msg = error_of(path, [override])
+    line = next((ln for ln in msg.splitlines() if ln.startswith(f"{path}: {key}: ")), None)
+    assert line is not None, msg
+    assert problem in line, msg
+    assert len(msg.splitlines()) == 1, msg  # one problem, reported once
+
+
+def test_allocation_round_trip(tmp_path, bundle):
+    cfg = load_config(write(tmp_path, MINIMAL),
+                      ["server.allocation={base: fitted, mean: {cpu: 0.75}}", "users.allocation=dedicated"])
+    text = cfg.to_yaml()
+    dumped = yaml.safe_load(text)
+    assert dumped["server"]["allocation"] == {"base": "fitted", "mean": {"cpu": 0.75}}
+    assert dumped["users"]["allocation"] == "dedicated"
+    again = load_config(write(tmp_path, text, "dump.yaml"))
+    assert again == cfg and again.to_yaml() == text
+
+
+# ---------------------------------------------------------------------------------
 # round trip
 # ---------------------------------------------------------------------------------
 

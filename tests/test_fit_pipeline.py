@@ -134,3 +134,11 @@ def test_cli_registers_fit():
     add_subcommands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["fit", "traces/", "-o", "configs/models/default", "--quick"])
     assert args.quick and args.output == "configs/models/default" and callable(args.func)
+
+
+def test_report_states_the_allocation_fractions(fitted):
+    _, out, data = fitted
+    md = (out / "report" / "report.md").read_text()
+    assert "## Allocation fractions (paper 2.2)" in md
+    for res, model in data["allocation"].items():
+        assert f"| {res} | {float(model['mean']):.4g} | {float(model['sd']):.4g} |" in md

@@ -226,3 +226,44 @@ def test_summarize_refuses_a_dataset_without_request_records():
     ds = build_dataset(make_record(seed=1, steps=20)).drop_dims("request")
     with pytest.raises(ResultFormatError, match="not a single-run result store"):
         summarize(ds)
+
+
+def _allocation_rows(text: str) -> tuple[str, dict[str, list[str]]]:
+    """The header line and the rows (by resource) of the summary's allocation table."""
+    lines = text.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("Allocation fractions"))
+    rows = {cells[0]: cells[1:] for cells in (line.split() for line in lines[i + 3: i + 3 + len(RESOURCES)])}
+    assert list(rows) == list(RESOURCES)
+    return lines[i], rows
+
+
+def test_summary_states_the_allocation_fractions_in_effect(tmp_path, synthetic_model):
+    import yaml
+
+    from gmm_volunteer.bundle import load_bundle
+
+    fitted = load_bundle(synthetic_model).allocation
+    cfg = {"seed": 1, "steps": 40, "model": str(synthetic_model),
+           "users": {"count": 50, "allocation": "fitted"},
+           "server": {"capacity": 10, "allocation": {"base": "dedicated", "mean": {"cpu": 0.5}, "sd": {"cpu": 0.1}}}}
+    rec = make_record(seed=1, steps=40, attrs={"config": yaml.safe_dump(cfg)})
+    header, rows = _allocation_rows(summarize(build_dataset(rec)))
+    assert "server: dedicated, mean cpu 0.5, sd cpu 0.1" in header and "users: fitted" in header
+    for r in RESOURCES:
+        server = ["0.500", "0.100"] if r == "cpu" else ["1.000", "0.000"]
+        assert rows[r] == server + [f"{fitted[r].mean:,.3f}", f"{fitted[r].sd:,.3f}"], r
+
+    # A bundle that cannot be read: fitted values are '-', and the summary says why.
+    cfg["model"] = str(tmp_path / "gone")
+    rec = make_record(seed=1, steps=40, attrs={"config": yaml.safe_dump(cfg)})
+    text = summarize(build_dataset(rec))
+    header, rows = _allocation_rows(text)
+    assert rows["band_in"] == ["1.000", "0.000", "-", "-"]
+    assert "fitted fractions not shown" in text and "gone" in text
+
+    # A run stored before the keys existed drew the fitted fractions for both classes.
+    cfg = {"seed": 1, "steps": 40, "model": str(synthetic_model), "users": {"count": 50}, "server": {"capacity": 10}}
+    rec = make_record(seed=1, steps=40, attrs={"config": yaml.safe_dump(cfg)})
+    header, rows = _allocation_rows(summarize(build_dataset(rec)))
+    assert "server: fitted; users: fitted" in header
+    assert rows["cpu"] == [f"{fitted['cpu'].mean:,.3f}", f"{fitted['cpu'].sd:,.3f}"] * 2

@@ -11,9 +11,18 @@ a user goes offline the last row moves into its place, as the online list does; 
 ``allocation.restart: freeze`` its history is parked per node and restored, rotated to
 the new phase, when it returns.
 
+Node class c (0 server, 1 users) has its own fraction mean and sd, ``P.al_mean[c]``,
+``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
+``server.allocation``, ``users.allocation``). The server's innovations come from
+``STREAM_SERVER`` and the users' from ``STREAM_ALLOCATION``, so the server's path is the
+same whatever the number of users online, their capacity or the policies. A class whose
+sd is 0 for every resource (``P.al_const[c]``, e.g. the dedicated server by default)
+draws nothing: its allocation is mean x maximum every step and its history rows are
+left alone.
+
 Draw order and arithmetic are those of one scalar recursion per node and resource
-(innovations: server first, then online users in list order, resources inner), so the
-layout changes speed, not values.
+(innovations: per stream, nodes in row order, resources inner), so the layout changes
+speed, not values.
 """
 
 import numpy as np
@@ -21,7 +30,7 @@ from numba import njit
 
 from gmm_volunteer.kernels.arma import yeo_johnson_inverse
 from gmm_volunteer.params import N_RES
-from gmm_volunteer.rng import STREAM_ALLOCATION, fill_normals, normal
+from gmm_volunteer.rng import STREAM_ALLOCATION, STREAM_SERVER, fill_normals, normal
 
 
 @njit(cache=True, inline="always")
@@ -31,10 +40,17 @@ def node_row(S, v):
 
 
 @njit(cache=True, inline="always")
-def _fraction(P, r, z):
-    """Inverse Yeo-Johnson of an ARMA value, as a fraction of the maximum allocation."""
-    frac = P.al_mean[r] + P.al_sd[r] * yeo_johnson_inverse(P.al_zm[r] + P.al_zsd[r] * z, P.al_lam[r])
+def _fraction(P, c, r, z):
+    """Inverse Yeo-Johnson of an ARMA value, as a fraction of the maximum allocation of
+    node class c (paper 2.2: rescaled by the node-specific mean and sd, clipped)."""
+    frac = P.al_mean[c, r] + P.al_sd[c, r] * yeo_johnson_inverse(P.al_zm[r] + P.al_zsd[r] * z, P.al_lam[r])
     return min(max(frac, 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _constant(P, c, r):
+    """The fraction of a class that draws nothing (sd 0): its mean, clipped like a draw."""
+    return min(max(P.al_mean[c, r], 0.0), 1.0)
 
 
 @njit(cache=True, inline="always")
@@ -52,8 +68,13 @@ def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
     al_y, al_e, st = S.al_y, S.al_e, S.rng
     cls = 0 if v == 0 else 1
+    if P.al_const[cls]:
+        for r in range(N_RES):
+            S.alloc[v, r] = _constant(P, cls, r) * P.amax[cls, r]
+        return
+    stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
     for r in range(N_RES):
-        eps = P.al_sigma[r] * normal(st, STREAM_ALLOCATION)
+        eps = P.al_sigma[r] * normal(st, stream)
         z = eps
         for i in range(P.al_p[r]):
             z += P.al_ar[r, i] * al_y[_y_slot(P, r, t - 1 - i), row]
@@ -61,7 +82,7 @@ def _draw_row(S, P, row, v, t):
             z += P.al_ma[r, j] * al_e[_e_slot(P, r, t - 1 - j), row]
         al_y[_y_slot(P, r, t), row] = z
         al_e[_e_slot(P, r, t), row] = eps
-        S.alloc[v, r] = _fraction(P, r, z) * P.amax[cls, r]
+        S.alloc[v, r] = _fraction(P, cls, r, z) * P.amax[cls, r]
 
 
 @njit(cache=True)
@@ -112,31 +133,47 @@ def step_allocations(S, P, t):
     """Factor a_t for the server and every online user (paper 2.2)."""
     n = S.n_on[0] + 1
     al_y, al_e, raw = S.al_y, S.al_e, S.al_normals
+    # Rows lo..hi-1 run the ARMA: the server's row 0 unless it is constant, the users'
+    # rows 1..n-1 unless they are.
+    lo = 1 if P.al_const[0] else 0
+    hi = 1 if P.al_const[1] else n
     # Innovations in the order of one scalar recursion per node (row-major: node, then
-    # resource), drawn as one block; resource r's innovation of row k is
-    # sigma_r * raw[k * N_RES + r].
-    fill_normals(S.rng, STREAM_ALLOCATION, raw, n * N_RES)
+    # resource), each node class from its own stream, drawn as blocks; resource r's
+    # innovation of row k is sigma_r * raw[k * N_RES + r].
+    if lo == 0:
+        fill_normals(S.rng, STREAM_SERVER, raw, N_RES)
+    if hi > 1:
+        fill_normals(S.rng, STREAM_ALLOCATION, raw[N_RES:], (n - 1) * N_RES)
     for r in range(N_RES):
         sigma = P.al_sigma[r]
         yw, ew = al_y[_y_slot(P, r, t)], al_e[_e_slot(P, r, t)]
-        for row in range(n):
+        for row in range(lo, hi):
             ew[row] = sigma * raw[row * N_RES + r]
             yw[row] = ew[row]
         for i in range(P.al_p[r]):
             c, yl = P.al_ar[r, i], al_y[_y_slot(P, r, t - 1 - i)]
-            for row in range(n):
+            for row in range(lo, hi):
                 yw[row] += c * yl[row]
         for j in range(P.al_q[r]):
             c, el = P.al_ma[r, j], al_e[_e_slot(P, r, t - 1 - j)]
-            for row in range(n):
+            for row in range(lo, hi):
                 yw[row] += c * el[row]
     # a_t: node by node, so that each node's allocation row is written once.
     alloc, on_list, amax = S.alloc, S.on_list, P.amax
     slot = np.empty(N_RES, np.int64)
     for r in range(N_RES):
         slot[r] = _y_slot(P, r, t)
-        alloc[0, r] = _fraction(P, r, al_y[slot[r], 0]) * amax[0, r]
-    for row in range(1, n):
-        v = on_list[row - 1]
-        for r in range(N_RES):
-            alloc[v, r] = _fraction(P, r, al_y[slot[r], row]) * amax[1, r]
+        if lo == 0:
+            alloc[0, r] = _fraction(P, 0, r, al_y[slot[r], 0]) * amax[0, r]
+        else:
+            alloc[0, r] = _constant(P, 0, r) * amax[0, r]
+    if hi > 1:
+        for row in range(1, n):
+            v = on_list[row - 1]
+            for r in range(N_RES):
+                alloc[v, r] = _fraction(P, 1, r, al_y[slot[r], row]) * amax[1, r]
+    else:
+        for row in range(1, n):
+            v = on_list[row - 1]
+            for r in range(N_RES):
+                alloc[v, r] = _constant(P, 1, r) * amax[1, r]
