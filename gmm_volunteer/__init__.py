@@ -4,4 +4,4 @@ The model follows Lapkovskis et al. (2026), "User-Assisted Collaborative Distrib
 Inference for Efficient QoS-Aware Autoscaling", section 2. See docs/model.md.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
