@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from gmm_volunteer import analysis, figures
+from gmm_volunteer import analysis, figures, findings
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -136,6 +136,11 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
         parts.append("<p>Negative = lower P99 than the reference scheduler. "
                      "Percentile bootstrap over seeds of the mean per-seed difference.</p>")
         parts.append(_table_html(paired))
+    if findings.has_grid_dims(ds):
+        parts.append("<h2>The paper's section 3.2 findings on this grid</h2>")
+        parts.append("<p>Each rule was fixed before the numbers were seen; 'does not hold' is a "
+                     "result, discussed in docs/validation.md, not a defect to tune away.</p>")
+        parts.append(findings.paper_findings(ds).to_html(border=0, escape=True))
     parts.append("</body></html>")
     return "\n".join(parts)
 
