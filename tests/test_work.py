@@ -29,6 +29,7 @@ from numba import njit
 
 from engine_support import make_config
 from gmm_volunteer.bundle import validate_bundle, write_bundle
+from gmm_volunteer.config import config_from_dict
 from gmm_volunteer.engine import Simulation
 from gmm_volunteer.kernels.ops import work_factor
 from gmm_volunteer.params import CPU, EXECUTION, MAX_BATCH_TABLE, WORK_EXPONENTIAL, WORK_LOGNORMAL, build_params
@@ -195,3 +196,19 @@ def test_overload_with_patience_abandons_and_stays_within_capacity(tmp_path):
     assert (out == 1).sum() > 100  # latency grows until patience ends requests
     m = rec.server_allocation[:, CPU].astype(np.float64).sum() / (100.0 * mu)
     assert (out == 0).sum() <= m + 4.5 * math.sqrt(m) + 1.0
+
+
+def test_no_cpu_share_no_progress(synthetic_model):
+    """Users that offer no CPU never finish an execution; the server still does."""
+    cfg = config_from_dict({
+        "steps": 400, "seed": 2, "scheduler": "uniform", "server": {"capacity": 0.5}, "model": str(synthetic_model),
+        "users": {"count": 80, "capacity": 1.0,
+                  "allocation": {"base": "fitted", "mean": {"cpu": 0.0}, "sd": {"cpu": 0.0}}}})
+    sim = Simulation(cfg)
+    rec = sim.run(progress=False)
+    S = sim.arrays
+    assert np.all(S.nd_work[1:] == 0.0)
+    assert rec.completed_work[:, 1].sum() == 0.0 and rec.subtask_events[:, 1, 1].sum() == 0
+    assert rec.completed_work[:, 0].sum() > 0.0
+    # Executions were placed on users and sat there without progress.
+    assert rec.subtask_events[:, 1, 0].sum() > 0

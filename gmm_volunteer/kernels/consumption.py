@@ -160,6 +160,8 @@ def cpu_share_time(S, P, v, capacity, demand):
     remaining work / its demand <= V. (With demand <= capacity, V = 1.)"""
     if demand <= capacity:
         return 1.0
+    if capacity <= 0.0:  # no share, no progress
+        return 0.0
     n = 0
     b = S.nd_bhead[v]
     while b >= 0:
