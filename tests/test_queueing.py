@@ -102,3 +102,21 @@ def test_loads_span_light_to_saturated():
     util = [mva_delay_ld(n, z, ps_server_rate(CAPACITY, DEMAND, MEAN_WORK)).throughput[-1] * MEAN_WORK / CAPACITY
             for n in (8, 20, 30, 45)]
     assert util[0] < 0.5 and util[-1] > 0.97
+
+
+if __name__ == "__main__":  # the table of docs/validation.md, section 1
+    import tempfile
+    from pathlib import Path
+
+    z = discrete_mean(Exponential(dist="exponential", mean=THINK)) + 1.0 + E_LAST
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (8, 20, 30, 45):
+            rec = _run(Path(tmp), n, seed=n)
+            mva = mva_delay_ld(n, z, ps_server_rate(CAPACITY, DEMAND, MEAN_WORK))
+            x, r = mva.throughput[-1], mva.response[-1]
+            bm = _batch_means(rec)
+            m, se = bm.mean(axis=0), bm.std(axis=0, ddof=1) / math.sqrt(BATCHES)
+            util = rec.server_consumption[WARMUP:, 2].sum() / rec.server_allocation[WARMUP:, 2].sum()
+            print(f"N={n}: throughput {m[0]:.4f} +- {se[0]:.4f} (MVA {x:.4f}) | latency {m[1]:.2f} +- {se[1]:.2f} "
+                  f"(MVA {r + E_LAST:.2f}) | active {m[2]:.3f} +- {se[2]:.3f} (MVA {x * (r + E_LAST + 1):.3f}) | "
+                  f"utilization {util:.3f} (MVA {x * MEAN_WORK / CAPACITY:.3f})")
