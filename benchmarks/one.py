@@ -10,8 +10,8 @@ resident memory. Nothing is written to disk. Phases:
 - ``import_s``: importing the simulator (NumPy, numba, the package).
 - ``construct_s``: ``Simulation(cfg)``: bundle, parameters, state arrays, initial state
   (its first kernel call loads, or compiles, the initial-state kernel).
-- ``first_step_s``: the first step, run like the others (through the fused runner of the
-  built-in policies): loads (warm cache) or compiles (cold cache) the kernels.
+- ``first_step_s``: the first step, run like the others (through the fused runner,
+  policies/runner.py): loads (warm cache) or compiles (cold cache) the kernels.
 - ``run_s``: ``run()`` for the remaining ``steps - 1`` steps, including building the run
   record; ``per_step_us`` and ``steps_per_s`` come from this phase only.
 """

@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
     model_serializer,
@@ -425,19 +426,32 @@ class RunConfig(_Section):
     execution: Execution = Field(default_factory=Execution)
     output: Output = Field(default_factory=Output)
 
-    @field_validator("scheduler")
+    @field_validator("scheduler", "executor")
     @classmethod
-    def _known_scheduler(cls, v: str) -> str:
-        from gmm_volunteer.policies import scheduler_names
+    def _known_policy(cls, v: str, info: ValidationInfo) -> str:
+        from gmm_volunteer.policies.registry import resolve
 
-        return _check_name(v, scheduler_names(), "scheduler")
+        resolve(info.field_name, v)  # raises UnknownPolicyError, a ValueError
+        return v
 
-    @field_validator("executor")
+    @field_validator("scheduler_options", "executor_options")
     @classmethod
-    def _known_executor(cls, v: str) -> str:
-        from gmm_volunteer.policies import executor_names
+    def _policy_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # Checked against the named policy's own Options model now, so that a typo fails
+        # when the config loads (naming the key), not mid-run or on a Dask worker.
+        from gmm_volunteer.policies.registry import policy_class
 
-        return _check_name(v, executor_names(), "executor")
+        kind = info.field_name.removesuffix("_options")
+        name = info.data.get(kind)
+        if name is None:  # the name itself was invalid: reported already
+            return v
+        policy = policy_class(kind, name)
+        if policy is not None:
+            try:
+                policy.validate_options(v)
+            except ValidationError as exc:
+                raise _OptionsError(exc, v) from None
+        return v
 
     @field_validator("model")
     @classmethod
@@ -463,11 +477,14 @@ class RunConfig(_Section):
         return default_output_path(config_path)
 
 
-def _check_name(v: str, known: list[str], what: str) -> str:
-    if v not in known:
-        listed = ", ".join(known) if known else "none registered"
-        raise ValueError(f"unknown {what} {v!r} (known: {listed})")
-    return v
+class _OptionsError(ValueError):
+    """A policy's options failed its Options model; `_format_errors` reports each
+    problem under its own dotted key (e.g. ``scheduler_options.bogus``)."""
+
+    def __init__(self, exc: ValidationError, data: Any):
+        super().__init__(str(exc))
+        self.errors = exc.errors(include_url=False)
+        self.data = data
 
 
 def default_output_path(config_path: str | Path | None) -> Path:
@@ -694,6 +711,11 @@ def _format_errors(exc: ValidationError, data: Any, source: str) -> str:
     lines = []
     for err in exc.errors(include_url=False):
         key = _dotted(err["loc"], data)
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, _OptionsError):
+            for sub in inner.errors:
+                lines.append(f"{source}: {key}.{_dotted(sub['loc'], inner.data)}: {_describe(sub)}")
+            continue
         lines.append(f"{source}: {key or '<top level>'}: {_describe(err)}")
     return "\n".join(lines)
 

@@ -4,8 +4,8 @@ Inside a step the factors run in the order of their dependencies (DESIGN.md sect
 availability, requests, allocations, (offline resets happen with availability),
 consumption, completions; then the executor and the scheduler act. The dynamics are one
 numba call per step (`kernels.step`); policies are Python objects whose `act` runs their
-own kernel. For the built-in policies a fused runner (`policies.fused`) runs chunks of
-steps in one call instead, with the same result.
+jitted hooks (policies.base). `run()` uses the fused runner (`policies.runner`), which
+runs chunks of steps in one call instead, with the same result, for every policy pair.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gmm_volunteer.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.params import READY, Params, build_params, mean_duration, pack_params
 from gmm_volunteer.rng import MAX_DURATION
 from gmm_volunteer.policies import make_executor, make_scheduler
-from gmm_volunteer.policies.fused import fused_runner
+from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.runrecord import RunRecord
 from gmm_volunteer.state import allocate, grow_if_needed, pack_state
 
@@ -153,9 +153,9 @@ class Simulation:
     def run(self, progress: bool = True, fused: bool = True, until: int | None = None) -> RunRecord:
         """Run to the last step (or to step `until`) and return the record so far.
 
-        With `fused` (the default), a policy pair that has a fused runner
-        (`policies.fused`) advances CHUNK steps per kernel call; otherwise, or with
-        `fused=False`, every step goes through `step()`. Both give the same trajectory."""
+        With `fused` (the default), policies built on `policies.base` advance CHUNK
+        steps per kernel call (`policies.runner`); other policies, or `fused=False`,
+        go through `step()` every step. Both give the same trajectory."""
         t0 = time.perf_counter()
         stop = self.steps if until is None else min(int(until), self.steps)
         runner = fused_runner(self.scheduler, self.executor) if fused else None

@@ -166,6 +166,14 @@ def test_run_bad_config_subprocess(workdir):
          "run.yaml: server.allocation.mean.cpu: must be <= 1 (got 2)"),
         (["run", "run.yaml", "--set", "users.allocation=bogus"],
          "run.yaml: users.allocation: must be 'dedicated', 'fitted' or a mapping"),
+        # Policy options are checked against the policy's own options model at load time.
+        (["run", "run.yaml", "--set", "scheduler_options.bogus=1"], "run.yaml: scheduler_options.bogus: unknown key"),
+        (["run", "run.yaml", "--set", "scheduler=affinity", "--set", "scheduler_options.rejection_tries=2"],
+         "run.yaml: scheduler_options.rejection_tries: unknown key"),
+        (["run", "run.yaml", "--set", "scheduler_options.rejection_tries=-1"],
+         "run.yaml: scheduler_options.rejection_tries: must be >= 0 (got -1)"),
+        (["run", "run.yaml", "--set", "executor_options.x=1"], "run.yaml: executor_options.x: unknown key"),
+        (["run", "run.yaml", "--set", "scheduler=nomodule:Nope"], "run.yaml: scheduler: scheduler 'nomodule:Nope': cannot import"),
     ],
 )
 def test_run_input_errors_exit_2(workdir, engine, capsys, argv, needle):

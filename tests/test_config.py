@@ -128,7 +128,7 @@ def test_overrides_nested_and_typed(tmp_path, bundle):
             "requests.type_probabilities=[0.5, 0.5]",
             "availability.online.scale=900.5",
             "allocation.restart=freeze",
-            "scheduler_options.slots=3",
+            "scheduler_options.rejection_tries=3",
             "output.path=null",
         ],
     )
@@ -139,7 +139,7 @@ def test_overrides_nested_and_typed(tmp_path, bundle):
     assert cfg.availability.online == Weibull(dist="weibull", scale=900.5, shape=0.5764)
     assert cfg.availability.offline.median() == pytest.approx(5259.0)  # untouched sibling
     assert cfg.allocation.restart == "freeze"
-    assert cfg.scheduler_options == {"slots": 3}
+    assert cfg.scheduler_options == {"rejection_tries": 3}
     assert cfg.output.path is None
 
 
@@ -388,7 +388,7 @@ def test_to_yaml_round_trip(tmp_path, bundle):
         [
             "seed=123456789012345678901234567890",
             "requests.patience={dist: exponential, mean: 45.5}",
-            "scheduler_options={slots: 2, weights: [1.0, 2.0]}",
+            "scheduler_options={rejection_tries: 2, max_downloads_per_node: 3}",
             "output.path=out/x.zarr",
         ],
     )

@@ -115,3 +115,33 @@ def test_common_random_numbers_across_schedulers(synthetic_model):
     common = set(fa) & set(fb)
     assert len(common) > 20
     assert all(fa[u] == fb[u] for u in common)
+
+
+# -- naming a policy: registered name, module:Class, entry point -------------------------
+
+
+def test_policy_named_by_import_string_and_entry_point(synthetic_model, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from gmm_volunteer.policies import registry
+    from gmm_volunteer.policies.uniform import Uniform
+
+    assert registry.resolve("scheduler", "gmm_volunteer.policies.uniform:Uniform") is Uniform
+    ep = EntryPoint(name="my-uniform", value="gmm_volunteer.policies.uniform:Uniform",
+                    group="gmm_volunteer.schedulers")
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: [ep] if group == "gmm_volunteer.schedulers" else [])
+    assert "my-uniform" in scheduler_names()
+    cfg = make_config(synthetic_model, users=20, steps=50, scheduler="my-uniform",
+                      scheduler_options={"rejection_tries": 1})
+    sim = Simulation(cfg)
+    assert type(sim.scheduler) is Uniform and sim.scheduler.options.rejection_tries == 1
+
+
+def test_unknown_policy_names_the_ways_to_name_one():
+    from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
+
+    with pytest.raises(UnknownPolicyError, match="package.module:Class"):
+        resolve("scheduler", "round_robin")
+    with pytest.raises(UnknownPolicyError, match="cannot import"):
+        resolve("executor", "no_such_module:X")

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-from gmm_volunteer.rng import STREAM_SCHEDULER, permutation, randint, uniform
+from pydantic import BaseModel, Field
 
 from gmm_volunteer.actions import (
     assign,
-    cancel_obsolete,
-    finish_ready_requests,
     free_memory,
     marginal_memory,
     pending_requests_fifo,
 )
-from gmm_volunteer.policies.base import KernelPolicy
+from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import candidate, schedule_downloads
-from gmm_volunteer.policies.registry import register_scheduler
+from gmm_volunteer.rng import STREAM_SCHEDULER, permutation, randint, uniform
+
+
+class AffinityOptions(BaseModel):
+    model_config = OPTIONS_CONFIG
+    # Concurrent subtask-data downloads per user node (docs/model.md explains 1).
+    max_downloads_per_node: int = Field(1, ge=1)
 
 
 @njit(cache=True)
@@ -90,10 +93,12 @@ def _shuffle_pairs(S, user, slot):
 
 
 @njit(cache=True)
-def affinity_step(S, P, t, max_downloads):
-    schedule_downloads(S, P, t, max_downloads)
-    cancel_obsolete(S, P, t)
-    finish_ready_requests(S, P, t)
+def affinity_downloads(S, P, t, args):
+    schedule_downloads(S, P, t, args[0])
+
+
+@njit(cache=True)
+def affinity_place(S, P, t, args):
     # Unplaced (user, slot) pairs grouped by subtask j (counting sort).
     users = pending_requests_fifo(S)
     count = np.zeros(P.n_sub + 1, np.int64)
@@ -167,17 +172,11 @@ def affinity_step(S, P, t, max_downloads):
             r += 1
 
 
-@register_scheduler("affinity")
-class Affinity(KernelPolicy):
+class Affinity(Scheduler):
     """Prefers nodes already running the same subtask and fills their free-memory slots
     with shuffled users (paper 2.3)."""
 
     name = "affinity"
-
-    def __init__(self, max_downloads_per_node: int = 1):
-        if max_downloads_per_node < 1:
-            raise ValueError("scheduler_options.max_downloads_per_node must be >= 1")
-        self.max_downloads = int(max_downloads_per_node)
-
-    def act(self, S, P, t: int) -> None:
-        affinity_step(S, P, t, self.max_downloads)
+    Options = AffinityOptions
+    downloads = affinity_downloads
+    place = affinity_place

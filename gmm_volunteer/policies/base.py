@@ -1,30 +1,42 @@
-"""The policy protocol (paper 2.3).
+"""Base classes of the decision-making policies (paper 2.3).
 
-A policy is a Python object with two methods:
+A policy is one class in one file: a pydantic ``Options`` model and one or two
+``@njit`` hooks. The base class runs the duties every policy of its kind has, in a fixed
+order, and calls the hooks in between, so a policy cannot forget one:
 
-* ``reset(P, rng)``: called once before a run with the run's parameters and the
-  policy's own numpy Generator (for Python-side work); allocate any per-node state here
-  (estimates, labels...). Jitted policy kernels draw instead from the state's streams,
-  e.g. ``rng.uniform(S.rng, rng.STREAM_SCHEDULER)``: passing a Generator into a jitted
-  function on every step is slow (rng.py).
-* ``act(S, P, t)``: called in every step t after the state update; observes s_t and acts
-  through the functions in `gmm_volunteer.actions`, normally from its own ``@njit``
-  kernel.
+* `Scheduler`, each step after the executor: ``downloads`` (u^{x,pi}: start subtask-data
+  downloads; default none), cancel the placements of requests that ended (u^{y,pi} =
+  cancel, which also drains the state's list of obsolete requests), finish the requests
+  whose subtasks are all done (u^{y,pi} = finish), then ``place`` (u^{y,pi} = execute:
+  assign pending (user, subtask) pairs to nodes).
+* `Executor`, each step before the scheduler: ``act`` (enforce the per-node limits).
+  The executor acts first, so its actions take precedence (paper 2.3).
 
-The executor acts before the scheduler, so the scheduler sees the executor's result and
-executor actions take precedence (paper 2.3). Register a new policy with
-``@register_scheduler("name")`` (or ``register_executor``) on a factory taking the
-config's ``scheduler_options`` as keyword arguments; the engine needs no change.
+Hooks are ``@njit`` functions ``hook(S, P, t, args)`` on the state and parameter
+structs; ``args`` is the tuple of the option values in the order the ``Options`` model
+declares them (`Policy.kernel_args`). Hooks act through `gmm_volunteer.actions`, which
+keep every index of the state consistent, and draw random numbers from the state's
+streams (``rng.uniform(S.rng, rng.STREAM_SCHEDULER)``), never from a global generator.
+
+Because the hooks are plain jitted functions, every policy, a subclass or one defined
+outside the package alike, runs on the fused fast path (`policies.runner`).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
+from numba import njit
+from numba.core.registry import CPUDispatcher
+from pydantic import BaseModel, ConfigDict
+
+from gmm_volunteer.actions import cancel_obsolete, finish_ready_requests
 
 
 class Policy(Protocol):
+    """What the engine calls: ``reset`` once before a run, ``act`` every step."""
+
     name: str
 
     def reset(self, P, rng: np.random.Generator) -> None: ...
@@ -32,8 +44,116 @@ class Policy(Protocol):
     def act(self, S, P, t: int) -> None: ...
 
 
+class NoOptions(BaseModel):
+    """Options of a policy that has none: any key is an error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+OPTIONS_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
+"""The model config policies' ``Options`` use: unknown keys and wrong types are errors
+when the run config loads (exit 2 naming the key), not tracebacks mid-run."""
+
+
+@njit(cache=True)
+def no_downloads(S, P, t, args):
+    """The ``downloads`` hook of a scheduler that starts none (e.g. centralized)."""
+    return
+
+
+@njit(cache=True)
+def no_action(S, P, t, args):
+    """The ``act`` hook of an executor that enforces nothing (tests only)."""
+    return
+
+
+class _KernelPolicy:
+    """Shared machinery: options, hooks as static functions, per-run stream."""
+
+    name: ClassVar[str] = "policy"
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    _HOOKS: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A dispatcher stored on a class binds like a method (numba dispatchers are
+        # descriptors); hooks take (S, P, t, args), so store them unbound.
+        for hook in cls._HOOKS:
+            value = cls.__dict__.get(hook)
+            if isinstance(value, CPUDispatcher):
+                setattr(cls, hook, staticmethod(value))
+            elif value is not None and not isinstance(value, staticmethod):
+                raise TypeError(f"{cls.__qualname__}.{hook} must be an @njit function (got {value!r})")
+
+    def __init__(self, **options: Any):
+        self.options = self.Options.model_validate(options)
+
+    @classmethod
+    def validate_options(cls, options: dict | None) -> BaseModel:
+        """The validated ``Options``; raises pydantic's ValidationError."""
+        return cls.Options.model_validate(options or {})
+
+    def kernel_args(self) -> tuple:
+        """The ``args`` tuple the hooks receive: option values in declaration order."""
+        return tuple(getattr(self.options, f) for f in type(self.options).model_fields)
+
+    def hooks(self) -> dict[str, CPUDispatcher]:
+        return {h: getattr(self, h) for h in self._HOOKS}
+
+    def reset(self, P, rng: np.random.Generator) -> None:
+        """Called once before a run with the policy's own Generator (Python-side work
+        only: jitted hooks draw from the state's streams, rng.py)."""
+        self.rng = rng
+        self._args = self.kernel_args()
+
+
+class Scheduler(_KernelPolicy):
+    """A scheduler (paper 2.3): subclasses set ``name``, ``Options`` and the ``place``
+    hook, and ``downloads`` if they start subtask-data downloads. ``act`` is the base
+    class's: subclasses must not override it (their duties would be skipped)."""
+
+    _HOOKS = ("downloads", "place")
+    downloads = staticmethod(no_downloads)
+    place: ClassVar[CPUDispatcher]
+
+    def __init_subclass__(cls, **kwargs):
+        if "act" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} overrides Scheduler.act; implement the place/downloads "
+                "hooks instead (the base class runs cancel and finish around them)"
+            )
+        super().__init_subclass__(**kwargs)
+
+    def act(self, S, P, t: int) -> None:
+        # Same order as the fused runner (policies.runner): trajectories are equal.
+        args = self._args
+        self.downloads(S, P, t, args)
+        cancel_obsolete(S, P, t)
+        finish_ready_requests(S, P, t)
+        self.place(S, P, t, args)
+
+
+class Executor(_KernelPolicy):
+    """An executor (paper 2.3): subclasses set ``name``, ``Options`` and the ``act_kernel``
+    hook, which must leave every online node's memory and storage use within its
+    allocation (the conformance checker verifies it)."""
+
+    _HOOKS = ("act_kernel",)
+    act_kernel: ClassVar[CPUDispatcher]
+
+    def __init_subclass__(cls, **kwargs):
+        if "act" in cls.__dict__:
+            raise TypeError(f"{cls.__qualname__} overrides Executor.act; implement act_kernel instead")
+        super().__init_subclass__(**kwargs)
+
+    def act(self, S, P, t: int) -> None:
+        self.act_kernel(S, P, t, self._args)
+
+
 class KernelPolicy:
-    """Convenience base: keeps the stream; subclasses implement `act` with a kernel."""
+    """Old base of the built-in policies (before `Scheduler`/`Executor`); kept for one
+    release so that outside policies written against it still run (stepped from
+    Python, without option validation)."""
 
     name = "policy"
 

@@ -6,20 +6,15 @@ from numba import njit
 
 from gmm_volunteer.actions import (
     assign,
-    cancel_obsolete,
-    finish_ready_requests,
     free_memory,
     marginal_memory,
     pending_requests_fifo,
 )
-from gmm_volunteer.policies.base import KernelPolicy
-from gmm_volunteer.policies.registry import register_scheduler
+from gmm_volunteer.policies.base import Scheduler
 
 
 @njit(cache=True)
-def centralized_step(S, P, t):
-    cancel_obsolete(S, P, t)
-    finish_ready_requests(S, P, t)
+def centralized_place(S, P, t, args):
     # Oldest requests first; a subtask waits while the server's memory estimate is full.
     for i in pending_requests_fifo(S):
         k = S.rq_type[i]
@@ -31,11 +26,8 @@ def centralized_step(S, P, t):
                 assign(S, P, i, p, 0, t)
 
 
-@register_scheduler("centralized")
-class Centralized(KernelPolicy):
+class Centralized(Scheduler):
     """Fully centralized inference baseline: no user-node downloads or executions."""
 
     name = "centralized"
-
-    def act(self, S, P, t: int) -> None:
-        centralized_step(S, P, t)
+    place = centralized_place

@@ -23,8 +23,7 @@ from gmm_volunteer.actions import (
     resume_download,
 )
 from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, N_CRES, PAUSED, READY, STORAGE, UPLOAD
-from gmm_volunteer.policies.base import KernelPolicy
-from gmm_volunteer.policies.registry import register_executor
+from gmm_volunteer.policies.base import Executor
 
 
 @njit(cache=True, inline="always")
@@ -135,7 +134,7 @@ def resume_paused(S, P, t):
 
 
 @njit(cache=True)
-def executor_step(S, P, t):
+def executor_step(S, P, t, args):
     enforce_node(S, P, 0, t)
     on_list, nd_cons, tstamp, alloc, rd_used = S.on_list, S.nd_cons, S.nd_tstamp, S.alloc, S.rd_used
     for k in range(S.n_on[0]):
@@ -147,11 +146,8 @@ def executor_step(S, P, t):
     resume_paused(S, P, t)
 
 
-@register_executor("default")
-class DefaultExecutor(KernelPolicy):
+class DefaultExecutor(Executor):
     """Hard memory/storage limits, soft CPU/bandwidth (paper 2.3)."""
 
     name = "default"
-
-    def act(self, S, P, t: int) -> None:
-        executor_step(S, P, t)
+    act_kernel = executor_step

@@ -1,69 +1,143 @@
-"""Name registry for schedulers and executors (paper section 2.3).
+"""Where policies come from (paper section 2.3): names, import strings, entry points.
 
-Configs name policies by string; `make_scheduler(name, options)` builds one. New policies
-register themselves with `@register_scheduler("name")` and the engine never changes.
+A config names a policy in one of three ways, tried in this order:
+
+1. a registered name: the built-in ones (``uniform``, ``affinity``, ``centralized``;
+   executor ``default``) or one added with `register_scheduler` / `register_executor`;
+2. an entry point of the group ``gmm_volunteer.schedulers`` (``...executors``,
+   ``...autoscalers``) declared by an installed package;
+3. ``package.module:Class``, imported on demand.
+
+The built-ins are registered as import strings, so nothing is imported until a policy
+is asked for (and the registry imports no policy module: no import cycle). Import
+strings and entry points resolve the same way in every process, so Dask workers and
+the capacity search's worker processes find a policy the config names.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable
 
-_SCHEDULERS: dict[str, Callable] = {}
-_EXECUTORS: dict[str, Callable] = {}
+KINDS = ("scheduler", "executor", "autoscaler")
+
+_BUILTIN: dict[str, dict[str, str]] = {
+    "scheduler": {
+        "centralized": "gmm_volunteer.policies.centralized:Centralized",
+        "uniform": "gmm_volunteer.policies.uniform:Uniform",
+        "affinity": "gmm_volunteer.policies.affinity:Affinity",
+    },
+    "executor": {"default": "gmm_volunteer.policies.executor:DefaultExecutor"},
+    "autoscaler": {},
+}
+# name -> class, factory or import string; filled by the register_* decorators.
+_REGISTERED: dict[str, dict[str, Any]] = {kind: dict(table) for kind, table in _BUILTIN.items()}
 
 
-class UnknownPolicyError(KeyError):
-    pass
+class UnknownPolicyError(KeyError, ValueError):
+    """A name that is neither registered, an entry point, nor an importable module:Class.
+    (A KeyError for callers of the old registry, a ValueError for config validation.)"""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def _register(kind: str, name: str):
+    def deco(obj):
+        _REGISTERED[kind][name] = obj
+        return obj
+
+    return deco
 
 
 def register_scheduler(name: str):
-    def deco(factory):
-        _SCHEDULERS[name] = factory
-        return factory
-
-    return deco
+    """Class decorator: make a scheduler known by `name` (within this process; for
+    other processes, name it by ``module:Class`` or an entry point)."""
+    return _register("scheduler", name)
 
 
 def register_executor(name: str):
-    def deco(factory):
-        _EXECUTORS[name] = factory
-        return factory
-
-    return deco
+    return _register("executor", name)
 
 
-def _load_builtin() -> None:
-    # Importing the modules runs their @register_* decorators.
-    from gmm_volunteer.policies import builtin  # noqa: F401
+def register_autoscaler(name: str):
+    return _register("autoscaler", name)
+
+
+def _entry_points(kind: str) -> dict:
+    return {ep.name: ep for ep in entry_points(group=f"gmm_volunteer.{kind}s")}
+
+
+def names(kind: str) -> list[str]:
+    """Registered and entry-point names of this kind (import strings are not listed)."""
+    return sorted(set(_REGISTERED[kind]) | set(_entry_points(kind)))
 
 
 def scheduler_names() -> list[str]:
-    _load_builtin()
-    return sorted(_SCHEDULERS)
+    return names("scheduler")
 
 
 def executor_names() -> list[str]:
-    _load_builtin()
-    return sorted(_EXECUTORS)
+    return names("executor")
+
+
+def autoscaler_names() -> list[str]:
+    return names("autoscaler")
+
+
+def import_string(spec: str) -> Any:
+    """The object named ``package.module:Qualified.name``."""
+    module_name, _, attr = spec.partition(":")
+    module = importlib.import_module(module_name)
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve(kind: str, name: str) -> Any:
+    """The policy class (or legacy factory) a config's `name` refers to."""
+    found = _REGISTERED[kind].get(name)
+    if found is None:
+        eps = _entry_points(kind)
+        if name in eps:
+            found = eps[name].load()
+        elif ":" in name:
+            found = name
+    if found is None:
+        raise UnknownPolicyError(
+            f"unknown {kind} {name!r} (known: {', '.join(names(kind)) or 'none registered'};"
+            " or name a class as package.module:Class)"
+        )
+    if isinstance(found, str):
+        try:
+            found = import_string(found)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise UnknownPolicyError(f"{kind} {name!r}: cannot import {found!r}: {exc}") from None
+    return found
+
+
+def policy_class(kind: str, name: str) -> type | None:
+    """The class of a policy with an options model, or None for a legacy factory."""
+    from gmm_volunteer.policies.base import _KernelPolicy
+
+    obj = resolve(kind, name)
+    return obj if isinstance(obj, type) and issubclass(obj, _KernelPolicy) else None
+
+
+def make(kind: str, name: str, options: dict | None = None):
+    factory: Callable = resolve(kind, name)
+    return factory(**(options or {}))
 
 
 def make_scheduler(name: str, options: dict | None = None):
-    _load_builtin()
-    try:
-        factory = _SCHEDULERS[name]
-    except KeyError:
-        raise UnknownPolicyError(
-            f"unknown scheduler {name!r}; known: {', '.join(sorted(_SCHEDULERS))}"
-        ) from None
-    return factory(**(options or {}))
+    return make("scheduler", name, options)
 
 
 def make_executor(name: str, options: dict | None = None):
-    _load_builtin()
-    try:
-        factory = _EXECUTORS[name]
-    except KeyError:
-        raise UnknownPolicyError(
-            f"unknown executor {name!r}; known: {', '.join(sorted(_EXECUTORS))}"
-        ) from None
-    return factory(**(options or {}))
+    return make("executor", name, options)
+
+
+def make_autoscaler(name: str, options: dict | None = None):
+    return make("autoscaler", name, options)

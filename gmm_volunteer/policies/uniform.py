@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import assign, cancel_obsolete, finish_ready_requests, pending_requests_fifo
-from gmm_volunteer.policies.base import KernelPolicy
+from gmm_volunteer.actions import assign, pending_requests_fifo
+from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import pick_uniform_feasible, schedule_downloads
-from gmm_volunteer.policies.registry import register_scheduler
+
+
+class UniformOptions(BaseModel):
+    model_config = OPTIONS_CONFIG
+    # Random draws among the candidates before the exact scan (the result is uniform
+    # over the feasible nodes either way; more tries trade draws for scans).
+    rejection_tries: int = Field(8, ge=0)
+    # Concurrent subtask-data downloads per user node (docs/model.md explains 1).
+    max_downloads_per_node: int = Field(1, ge=1)
 
 
 @njit(cache=True)
-def uniform_step(S, P, t, tries, max_downloads):
-    schedule_downloads(S, P, t, max_downloads)
-    cancel_obsolete(S, P, t)
-    finish_ready_requests(S, P, t)
+def uniform_downloads(S, P, t, args):
+    schedule_downloads(S, P, t, args[1])
+
+
+@njit(cache=True)
+def uniform_place(S, P, t, args):
+    """Each pending subtask to a node drawn uniformly among the feasible ones."""
+    tries = args[0]
     # Free memory only shrinks while placing, so a subtask that fit nowhere stays
     # unplaceable for the rest of the step: skip its other pairs (saves a scan each).
     full = np.zeros(P.n_sub, np.bool_)
@@ -32,20 +45,12 @@ def uniform_step(S, P, t, tries, max_downloads):
                 full[j] = True
 
 
-@register_scheduler("uniform")
-class Uniform(KernelPolicy):
+class Uniform(Scheduler):
     """Each unplaced subtask goes to a node drawn uniformly among the feasible ones
-    (online, data ready, memory estimate fits), the server included."""
+    (online, data ready, memory estimate fits), the server included (paper 2.3)."""
 
     name = "uniform"
+    Options = UniformOptions
+    downloads = uniform_downloads
+    place = uniform_place
 
-    def __init__(self, rejection_tries: int = 8, max_downloads_per_node: int = 1):
-        if rejection_tries < 0:
-            raise ValueError("scheduler_options.rejection_tries must be >= 0")
-        if max_downloads_per_node < 1:
-            raise ValueError("scheduler_options.max_downloads_per_node must be >= 1")
-        self.tries = int(rejection_tries)
-        self.max_downloads = int(max_downloads_per_node)
-
-    def act(self, S, P, t: int) -> None:
-        uniform_step(S, P, t, self.tries, self.max_downloads)

@@ -1,0 +1,1 @@
+"""Helpers to test the simulator and policies written for it."""
