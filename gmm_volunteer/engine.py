@@ -242,6 +242,7 @@ class Simulation:
             attrs=attrs,
             dedicated_capacity=self.control.capacity_series(T),
             scaling_actions=self.control.action_table(),
+            scaling_action_cost=self.control.action_costs(T),
         )
 
 

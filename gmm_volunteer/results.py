@@ -212,6 +212,13 @@ def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: str
                          "units from, units to",
             "units": "s, s, 1, 1",
         })
+        cost = getattr(record, "scaling_action_cost", None)
+        if cost is not None:
+            data_vars["scaling_action_cost"] = (("scaling_action",), np.asarray(cost, np.float64), {
+                "long_name": "capacity-hours the action added (negative: removed) until the end "
+                             "of the run; 0 if cancelled",
+                "units": "capacity multiplier x h (x base_profile)",
+            })
 
 
 ACTION_FIELDS = ("ordered", "effective", "from_units", "to_units")

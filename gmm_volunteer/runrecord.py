@@ -44,6 +44,7 @@ class RunRecord:
     # before autoscalers existed.
     dedicated_capacity: np.ndarray | None = None  # float32 (steps, 5)
     scaling_actions: np.ndarray | None = None  # int64 (n_actions, 4)
+    scaling_action_cost: np.ndarray | None = None  # float64 (n_actions,): capacity x h
 
     @property
     def request_latency(self) -> np.ndarray:

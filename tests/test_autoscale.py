@@ -92,6 +92,10 @@ def test_capacity_series_and_actions_reach_the_result_store(synthetic_model):
     assert ds["scaling_actions"].values.tolist() == [[100, 120, 2, 3], [200, 220, 3, 4], [300, 320, 4, 5]]
     units = rec.dedicated_capacity[:, 2] / 200.0
     assert units[119] == 2 and units[120] == 3 and units[399] == 5
+    # each action's cost: + 1 unit from its effective step to the end (400 steps)
+    np.testing.assert_allclose(ds["scaling_action_cost"].values, [280 / 3600, 180 / 3600, 80 / 3600])
+    total = 2 * 400 / 3600 + ds["scaling_action_cost"].values.sum()
+    np.testing.assert_allclose(capacity_hours(ds)[2] / 200.0, total, rtol=1e-9)
     # capacity-hours = sum over steps of the capacity in effect / 3600
     np.testing.assert_allclose(capacity_hours(ds), rec.dedicated_capacity.astype(np.float64).sum(0) / 3600.0)
     text = summarize(ds)

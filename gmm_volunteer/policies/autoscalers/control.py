@@ -147,6 +147,16 @@ class ControlPlane:
                 out[t:] = u
         return out
 
+    def action_costs(self, steps: int) -> np.ndarray:
+        """Capacity-hours each action added (negative: removed) from the step it took
+        effect to the end of the run, in capacity multiplier x h (x base_profile, so x
+        base_profile.cpu / 100 for core-hours); 0 for a cancelled order. Their sum plus
+        the initial capacity x run length is the run's capacity-hours (telescoping)."""
+        acts = self.action_table()
+        unit = self.o.unit if self.scales else 0.0
+        live = (acts[:, 1] >= 0) & (acts[:, 1] < steps)
+        return np.where(live, (acts[:, 3] - acts[:, 2]) * unit * (steps - acts[:, 1]) / 3600.0, 0.0)
+
     def action_table(self) -> np.ndarray:
         """(n_actions, 4) int64: step ordered, step effective (-1: cancelled), from, to."""
         return np.asarray(self.actions, np.int64).reshape(-1, 4)
