@@ -50,6 +50,8 @@ __all__ = [
     "schema_keys",
 ]
 
+from gmm_volunteer.demand import Demand  # noqa: E402  (a section defined in its own module)
+
 DEFAULT_MODEL = "models/default"
 
 
@@ -426,6 +428,7 @@ class RunConfig(_Section):
     requests: Requests = Field(default_factory=Requests)
     allocation: Allocation = Field(default_factory=Allocation)
     execution: Execution = Field(default_factory=Execution)
+    demand: Demand = Field(default_factory=Demand)  # time-varying demand (D18)
     output: Output = Field(default_factory=Output)
 
     @field_validator("scheduler", "executor", "autoscaler")

@@ -19,6 +19,7 @@ from numba import njit
 from gmm_volunteer import __version__
 from gmm_volunteer import rng as rng_mod
 from gmm_volunteer.bundle import load_bundle
+from gmm_volunteer.demand import demand_arrays
 from gmm_volunteer.kernels.allocation import allocation_restart
 from gmm_volunteer.kernels.heap import heap_push
 from gmm_volunteer.kernels.ops import list_add
@@ -126,6 +127,8 @@ class Simulation:
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
+        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps)  # D18; inactive by default
+        self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
         self.S = pack_state(self.arrays)
         self.control.start(self.arrays)
         online, age, next_change = stationary_availability(self.params, gens["init"])

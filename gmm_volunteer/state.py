@@ -51,7 +51,10 @@ STATE_FIELDS = (
     "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work "
     # the dedicated server's maximum allocation per resource, set by the control plane
     # (autoscaler; docs/model.md D17); the allocation kernel reads it, not P.amax[0]
-    "srv_cap"
+    "srv_cap "
+    # time-varying demand: cumulative rate multiplier and which durations it warps
+    # ([think time, offline period]); length 1 and zeros for the stationary model (D18)
+    "dm_cum dm_on"
 ).split()
 State = namedtuple("State", STATE_FIELDS)
 
@@ -176,6 +179,8 @@ def allocate(P: Params, steps: int) -> State:
         ser_ev=np.zeros((steps, 2, 5), np.int32),
         ser_work=np.zeros((steps, 2), np.float32),
         srv_cap=np.array(P.amax[0], np.float64),
+        dm_cum=np.zeros(1),
+        dm_on=np.zeros(2, np.int64),
     )
     return st
 
@@ -368,6 +373,8 @@ def _pack(T):
     s.ser_ev = T.ser_ev
     s.ser_work = T.ser_work
     s.srv_cap = T.srv_cap
+    s.dm_cum = T.dm_cum
+    s.dm_on = T.dm_on
     return s
 
 
