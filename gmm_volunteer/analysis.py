@@ -98,6 +98,10 @@ _NAMED = {
     "dropped": lambda ds: request_counts(ds).sel(outcome="dropped", drop=True),
     "server_cpu": lambda ds: server_consumption(ds)["mean"].sel(resource="cpu", drop=True),
     "server_memory": lambda ds: server_consumption(ds)["mean"].sel(resource="memory", drop=True),
+    # dedicated capacity over the run (autoscalers, docs/model.md D17): CPU in core-hours
+    "capacity_hours": lambda ds: metrics(ds)["capacity_hours"],
+    "cpu_core_hours": lambda ds: metrics(ds)["capacity_hours"].sel(resource="cpu", drop=True) / 100.0,
+    "scaling_actions": lambda ds: metrics(ds)["scaling_actions_total"],
 }
 
 
@@ -191,6 +195,10 @@ class GmmvAccessor:
 
     def server_consumption(self):
         return server_consumption(self._ds)
+
+    def capacity_hours(self):
+        """Dedicated server capacity-hours per resource (resource unit x h)."""
+        return metrics(self._ds)["capacity_hours"]
 
     def subtask_completion_rate(self):
         return subtask_completion_rate(self._ds)

@@ -50,6 +50,8 @@ __all__ = [
     "schema_keys",
 ]
 
+from gmm_volunteer.demand import Demand  # noqa: E402  (a section defined in its own module)
+
 DEFAULT_MODEL = "models/default"
 
 
@@ -419,14 +421,17 @@ class RunConfig(_Section):
     scheduler_options: dict[str, Any] = Field(default_factory=dict)
     executor: str = Field("default", validate_default=True)
     executor_options: dict[str, Any] = Field(default_factory=dict)
+    autoscaler: str = Field("fixed", validate_default=True)  # dedicated capacity over time (D17)
+    autoscaler_options: dict[str, Any] = Field(default_factory=dict)
     model: str = DEFAULT_MODEL
     availability: Availability = Field(default_factory=Availability)
     requests: Requests = Field(default_factory=Requests)
     allocation: Allocation = Field(default_factory=Allocation)
     execution: Execution = Field(default_factory=Execution)
+    demand: Demand = Field(default_factory=Demand)  # time-varying demand (D18)
     output: Output = Field(default_factory=Output)
 
-    @field_validator("scheduler", "executor")
+    @field_validator("scheduler", "executor", "autoscaler")
     @classmethod
     def _known_policy(cls, v: str, info: ValidationInfo) -> str:
         from gmm_volunteer.policies.registry import resolve
@@ -434,7 +439,7 @@ class RunConfig(_Section):
         resolve(info.field_name, v)  # raises UnknownPolicyError, a ValueError
         return v
 
-    @field_validator("scheduler_options", "executor_options")
+    @field_validator("scheduler_options", "executor_options", "autoscaler_options")
     @classmethod
     def _policy_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         # Checked against the named policy's own Options model now, so that a typo fails

@@ -19,6 +19,7 @@ from numba import njit
 from gmm_volunteer import __version__
 from gmm_volunteer import rng as rng_mod
 from gmm_volunteer.bundle import load_bundle
+from gmm_volunteer.demand import demand_arrays
 from gmm_volunteer.kernels.allocation import allocation_restart
 from gmm_volunteer.kernels.heap import heap_push
 from gmm_volunteer.kernels.ops import list_add
@@ -26,7 +27,8 @@ from gmm_volunteer.kernels.people import start_think
 from gmm_volunteer.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.params import READY, Params, build_params, mean_duration, pack_params
 from gmm_volunteer.rng import MAX_DURATION
-from gmm_volunteer.policies import make_executor, make_scheduler
+from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
+from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.runrecord import RunRecord
 from gmm_volunteer.state import allocate, grow_if_needed, pack_state
@@ -117,18 +119,27 @@ class Simulation:
         self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
         self.executor.reset(self.P, gens["executor"])
         self.scheduler.reset(self.P, gens["scheduler"])
+        # The autoscaler acts through the control plane between kernel calls (D17).
+        self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
+        self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
+        self.control = ControlPlane(self.autoscaler, cfg, self.params)
         self.steps = int(cfg.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
+        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps)  # D18; inactive by default
+        self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
         self.S = pack_state(self.arrays)
+        self.control.start(self.arrays)
         online, age, next_change = stationary_availability(self.params, gens["init"])
         _init_state(self.S, self.P, online, age, next_change)
         self.t = 0
         self._grown_at = -1
 
     def step(self) -> None:
-        """Advance one step: factors 1-6, then the executor, then the scheduler."""
+        """Advance one step: the control plane's due actions, factors 1-6, then the
+        executor, then the scheduler."""
+        self.act_control()
         self.advance()
         self.act_executor()
         self.act_scheduler()
@@ -143,6 +154,11 @@ class Simulation:
     def _grow(self) -> None:
         self.arrays = grow_if_needed(self.arrays, self.params)
         self.S = pack_state(self.arrays)
+
+    def act_control(self) -> None:
+        """What the autoscaler's control plane has due at the start of step `t` (D17)."""
+        if self.t >= self.control.next_event:
+            self.control.act(self.arrays, self.t)
 
     def act_executor(self) -> None:
         self.executor.act(self.S, self.P, self.t)
@@ -170,7 +186,9 @@ class Simulation:
                 if runner is None:
                     self.step()
                 else:
-                    self._run_chunk(runner, min(stop, self.t + CHUNK))
+                    # Chunks end where the control plane must act (never for `fixed`).
+                    self.act_control()
+                    self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
                 if bar is not None and (runner is not None or self.t % 1000 == 0):
                     bar.update(self.t - bar.n)
             if bar is not None:
@@ -207,6 +225,7 @@ class Simulation:
             "executor": cfg.executor,
             "user_capacity": float(cfg.users.capacity),
             "server_capacity": float(cfg.server.capacity),
+            "autoscaler": cfg.autoscaler,
             "wall_time_s": wall_time_s,
         }
         return RunRecord(
@@ -224,6 +243,9 @@ class Simulation:
             completed_work=S.ser_work[:T].copy(),
             request_type_names=tuple(t.name for t in self.bundle.task_types),
             attrs=attrs,
+            dedicated_capacity=self.control.capacity_series(T),
+            scaling_actions=self.control.action_table(),
+            scaling_action_cost=self.control.action_costs(T),
         )
 
 

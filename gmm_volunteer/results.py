@@ -173,6 +173,7 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
             "long_name": "work of the executions that finished in the step", "units": "CPU s",
         }),
     }
+    _autoscaling_vars(record, data_vars, steps, per_resource_units)
     coords = {
         "time": ("time", np.arange(steps, dtype=np.int64),
                  {"long_name": "step index", "units": "s"}),
@@ -182,12 +183,45 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         "event": ("event", _strings(EVENTS)),
         "request_type_name": ("request_type_dim", _strings(type_names)),
     }
+    if "scaling_actions" in data_vars:
+        coords["action_field"] = ("action_field", _strings(ACTION_FIELDS))
     attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
     attrs.setdefault("gmmv_version", __version__)
     attrs["steps"] = steps
     attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
     ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
     return ds
+
+
+def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: str) -> None:
+    """The dedicated server's capacity series and scaling actions (docs/model.md D17),
+    when the record has them (records made before autoscalers existed do not)."""
+    cap = getattr(record, "dedicated_capacity", None)
+    if cap is not None:
+        cap = np.asarray(cap)
+        _check_shape("dedicated_capacity", cap, (steps, len(RESOURCES)))
+        data_vars["dedicated_capacity"] = (("time", "resource"), cap.astype(np.float32), {
+            "long_name": "dedicated server maximum allocation in effect (autoscaler)",
+            "units": units,
+        })
+    acts = getattr(record, "scaling_actions", None)
+    if acts is not None:
+        acts = np.asarray(acts, dtype=np.int64).reshape(-1, len(ACTION_FIELDS))
+        data_vars["scaling_actions"] = (("scaling_action", "action_field"), acts, {
+            "long_name": "autoscaler actions: step ordered, step effective (-1 cancelled), "
+                         "units from, units to",
+            "units": "s, s, 1, 1",
+        })
+        cost = getattr(record, "scaling_action_cost", None)
+        if cost is not None:
+            data_vars["scaling_action_cost"] = (("scaling_action",), np.asarray(cost, np.float64), {
+                "long_name": "capacity-hours the action added (negative: removed) until the end "
+                             "of the run; 0 if cancelled",
+                "units": "capacity multiplier x h (x base_profile)",
+            })
+
+
+ACTION_FIELDS = ("ordered", "effective", "from_units", "to_units")
 
 
 # -- atomic writing ---------------------------------------------------------------------

@@ -38,6 +38,13 @@ class RunRecord:
     completed_work: np.ndarray  # float32 (steps, 2): CPU-seconds of executions finished
     request_type_names: tuple[str, ...]
     attrs: dict = field(default_factory=dict)
+    # The dedicated server's maximum allocation in effect per step (steps, 5), set by the
+    # autoscaler's control plane, and its actions (n, 4): step ordered, step effective
+    # (-1: cancelled), units from, units to (docs/model.md D17). None in records made
+    # before autoscalers existed.
+    dedicated_capacity: np.ndarray | None = None  # float32 (steps, 5)
+    scaling_actions: np.ndarray | None = None  # int64 (n_actions, 4)
+    scaling_action_cost: np.ndarray | None = None  # float64 (n_actions,): capacity x h
 
     @property
     def request_latency(self) -> np.ndarray:

@@ -48,7 +48,13 @@ STATE_FIELDS = (
     # merge index: batch born this step per (node, subtask, phase)
     "mg_id mg_t "
     # per-step series
-    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work"
+    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work "
+    # the dedicated server's maximum allocation per resource, set by the control plane
+    # (autoscaler; docs/model.md D17); the allocation kernel reads it, not P.amax[0]
+    "srv_cap "
+    # time-varying demand: cumulative rate multiplier and which durations it warps
+    # ([think time, offline period]); length 1 and zeros for the stationary model (D18)
+    "dm_cum dm_on"
 ).split()
 State = namedtuple("State", STATE_FIELDS)
 
@@ -172,6 +178,9 @@ def allocate(P: Params, steps: int) -> State:
         ser_ucons=np.zeros((steps, N_RES), np.float32),
         ser_ev=np.zeros((steps, 2, 5), np.int32),
         ser_work=np.zeros((steps, 2), np.float32),
+        srv_cap=np.array(P.amax[0], np.float64),
+        dm_cum=np.zeros(1),
+        dm_on=np.zeros(2, np.int64),
     )
     return st
 
@@ -245,7 +254,8 @@ def _state_type():
     from types import SimpleNamespace
 
     example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
-                              al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64)), 1)
+                              al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64),
+                              amax=np.zeros((2, N_RES))), 1)
     return StateStruct(struct_fields(example))
 
 
@@ -362,6 +372,9 @@ def _pack(T):
     s.ser_ucons = T.ser_ucons
     s.ser_ev = T.ser_ev
     s.ser_work = T.ser_work
+    s.srv_cap = T.srv_cap
+    s.dm_cum = T.dm_cum
+    s.dm_on = T.dm_on
     return s
 
 

@@ -34,6 +34,40 @@ def _scalar_mean(da: xr.DataArray) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
+def dedicated_capacity(ds: xr.Dataset) -> np.ndarray:
+    """(steps, resource) maximum allocation of the dedicated server in effect per step:
+    the stored ``dedicated_capacity`` series (docs/model.md D17), or, for stores written
+    before autoscalers existed, ``server.capacity`` x ``base_profile`` of the stored
+    config (the capacity was constant then); NaN when neither can be read."""
+    steps, n_res = ds.sizes.get("time", 0), ds.sizes.get("resource", 5)
+    if "dedicated_capacity" in ds:
+        return np.asarray(ds["dedicated_capacity"].values, dtype=np.float64)
+    try:
+        cfg = yaml.safe_load(ds.attrs.get("config", ""))
+        base = cfg.get("base_profile") or {}
+        from gmm_volunteer.config import BaseProfile
+
+        vec = BaseProfile(**base).as_array() * float(cfg["server"]["capacity"])
+    except Exception:  # unreadable config: the measure is unknown, not zero
+        vec = np.full(n_res, np.nan)
+    return np.broadcast_to(vec, (steps, n_res))
+
+
+def capacity_hours(ds: xr.Dataset) -> np.ndarray:
+    """Dedicated capacity integrated over the run, per resource, in the resource's unit
+    x hours (e.g. CPU %·h: 100 %·h is one core for an hour); steps are 1 s."""
+    cap = dedicated_capacity(ds)
+    return cap.sum(axis=0) / 3600.0 if cap.shape[0] else np.full(cap.shape[1], np.nan)
+
+
+def scaling_action_count(ds: xr.Dataset) -> int:
+    """Scaling actions that took effect (cancelled orders not counted); 0 without any."""
+    if "scaling_actions" not in ds or ds["scaling_actions"].shape[0] == 0:
+        return 0
+    acts = np.asarray(ds["scaling_actions"].values)
+    return int(np.count_nonzero(acts[:, 1] >= 0))
+
+
 def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     """Statistics of one run as a small dataset.
 
@@ -44,7 +78,8 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     ``_sd`` (population sd over steps), ``server_allocation_mean``,
     ``user_consumption_mean`` (resource); ``subtask_events_total`` (node_class, event);
     ``subtask_completion_rate`` (node_class) = complete / start over the run;
-    ``online_users_mean``, ``active_requests_mean``.
+    ``online_users_mean``, ``active_requests_mean``; ``capacity_hours`` (resource) of
+    the dedicated server and ``scaling_actions_total`` (docs/model.md D17).
     """
     quantiles = np.asarray(quantiles, dtype=np.float64)
     if quantiles.ndim != 1 or np.any((quantiles < 0) | (quantiles > 1)):
@@ -115,6 +150,11 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "subtask_completion_rate": (("node_class",), rate,
                                         {"long_name": "subtask completions / starts", "units": "1"}),
             "online_users_mean": ((), _scalar_mean(ds["online_users"])),
+            "capacity_hours": (("resource",), capacity_hours(ds),
+                               {"long_name": "dedicated server capacity integrated over the run",
+                                "units": "resource unit x h"}),
+            "scaling_actions_total": ((), scaling_action_count(ds),
+                                      {"long_name": "autoscaler actions that took effect", "units": "1"}),
             "active_requests_mean": ((), _scalar_mean(ds["active_requests"])),
         },
         coords={
@@ -266,6 +306,13 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                      _fmt(float(m["server_allocation_mean"].values[i]), 2)])
     lines += _table(["resource", "unit", "consumption mean", "consumption sd", "allocation mean"], rows)
     lines.append("")
+    lines.append(f"Dedicated capacity (autoscaler {a.get('autoscaler', 'fixed')}; "
+                 f"{int(m['scaling_actions_total'])} scaling actions)")
+    rows = [[str(r), f"{m['resource_unit'].values[i]}·h",
+             _fmt(float(m["capacity_hours"].values[i]), 2)]
+            for i, r in enumerate(m["resource"].values)]
+    lines += _table(["resource", "unit", "capacity-hours"], rows)
+    lines.append("")
     fractions = allocation_in_effect(a)
     if fractions is not None:
         (s_law, s_mean, s_sd), (u_law, u_mean, u_sd) = fractions["server"], fractions["users"]
@@ -289,4 +336,4 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["run_metrics", "summarize", "run_seed", "allocation_in_effect", "DEFAULT_QUANTILES"]
+__all__ = ["run_metrics", "summarize", "capacity_hours", "dedicated_capacity", "run_seed", "allocation_in_effect", "DEFAULT_QUANTILES"]

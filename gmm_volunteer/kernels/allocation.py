@@ -11,6 +11,10 @@ a user goes offline the last row moves into its place, as the online list does; 
 ``allocation.restart: freeze`` its history is parked per node and restored, rotated to
 the new phase, when it returns.
 
+The server's maximum allocation is state, ``S.srv_cap`` (one value per resource), which
+the control plane changes when an autoscaler scales the server (docs/model.md D17);
+the users' maximum is the parameter ``P.amax[1]``.
+
 Node class c (0 server, 1 users) has its own fraction mean and sd, ``P.al_mean[c]``,
 ``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
 ``server.allocation``, ``users.allocation``). The server's innovations come from
@@ -68,9 +72,10 @@ def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
     al_y, al_e, st = S.al_y, S.al_e, S.rng
     cls = 0 if v == 0 else 1
+    amax = S.srv_cap if v == 0 else P.amax[1]
     if P.al_const[cls]:
         for r in range(N_RES):
-            S.alloc[v, r] = _constant(P, cls, r) * P.amax[cls, r]
+            S.alloc[v, r] = _constant(P, cls, r) * amax[r]
         return
     stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
     for r in range(N_RES):
@@ -82,7 +87,7 @@ def _draw_row(S, P, row, v, t):
             z += P.al_ma[r, j] * al_e[_e_slot(P, r, t - 1 - j), row]
         al_y[_y_slot(P, r, t), row] = z
         al_e[_e_slot(P, r, t), row] = eps
-        S.alloc[v, r] = _fraction(P, cls, r, z) * P.amax[cls, r]
+        S.alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
 
 
 @njit(cache=True)
@@ -159,14 +164,16 @@ def step_allocations(S, P, t):
             for row in range(lo, hi):
                 yw[row] += c * el[row]
     # a_t: node by node, so that each node's allocation row is written once.
-    alloc, on_list, amax = S.alloc, S.on_list, P.amax
+    # The server's maximum is state (`S.srv_cap`, set by the control plane: D17); the
+    # users' stays the parameter P.amax[1].
+    alloc, on_list, amax, cap = S.alloc, S.on_list, P.amax, S.srv_cap
     slot = np.empty(N_RES, np.int64)
     for r in range(N_RES):
         slot[r] = _y_slot(P, r, t)
         if lo == 0:
-            alloc[0, r] = _fraction(P, 0, r, al_y[slot[r], 0]) * amax[0, r]
+            alloc[0, r] = _fraction(P, 0, r, al_y[slot[r], 0]) * cap[r]
         else:
-            alloc[0, r] = _constant(P, 0, r) * amax[0, r]
+            alloc[0, r] = _constant(P, 0, r) * cap[r]
     if hi > 1:
         for row in range(1, n):
             v = on_list[row - 1]

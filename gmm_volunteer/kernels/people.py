@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.kernels.allocation import allocation_enter, allocation_leave
+from gmm_volunteer.kernels.demand import warp
 from gmm_volunteer.kernels.heap import heap_pop, heap_push
 from gmm_volunteer.kernels.ops import (
     OUT_ABANDONED,
@@ -54,6 +55,8 @@ def start_think(S, P, i, t):
     n = S.rq_nthink[i]
     S.rq_nthink[i] = n + 1
     d = keyed_duration(S.key[0], KEY_THINK, P.think_law, i, n)
+    if S.dm_on[0]:  # time-varying request rate: the same draw, time-changed (D18)
+        d = warp(S.dm_cum, t, d)
     S.rq_tok[i] += 1
     if d < MAX_DURATION:
         heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
@@ -165,6 +168,8 @@ def step_availability(S, P, t):
         if S.online[i]:
             go_offline(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law, i, n)
+            if S.dm_on[1]:  # time-varying rate of coming online (D18)
+                d = warp(S.dm_cum, t, d)
         else:
             go_online(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)

@@ -13,7 +13,12 @@ the simulator (paper 2.3; DESIGN.md sections 6-7):
   agree, hard memory/storage limits hold once the executor has acted, placements sit
   on online nodes holding the data;
 * buffers drained: the obsolete-request list is empty and no finished request is left
-  active after the scheduler.
+  active after the scheduler;
+* autoscalers (docs/model.md D17): the capacity in effect is units x unit x base
+  profile within [min_units, max_units] at every step and changes only when an action
+  takes effect; every scale-out takes effect exactly ``provisioning_delay`` steps after
+  its order (or is cancelled); no scale-in takes effect within ``cooldown`` steps of a
+  scale-out order.
 
 It raises `ConformanceError` listing every failed check, or returns the list of checks
 run. The test suite runs it over every registered policy and the example plugin.
@@ -28,12 +33,14 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from gmm_volunteer.policies.autoscalers.base import Autoscaler
 from gmm_volunteer.policies.base import Executor, Scheduler
 from gmm_volunteer.policies.registry import resolve
 
 _RECORD_FIELDS = ("request_user", "request_type", "request_start", "request_end", "request_outcome",
                   "online_users", "active_requests", "server_allocation", "server_consumption",
-                  "user_consumption", "subtask_events", "completed_work")
+                  "user_consumption", "subtask_events", "completed_work", "dedicated_capacity",
+                  "scaling_actions")
 
 
 class ConformanceError(AssertionError):
@@ -58,7 +65,7 @@ def _configs(model: Path, kind: str, name: str, options: dict, steps: int):
 
 
 def _check_structure(kind: str, cls: Any, options: dict) -> list[str]:
-    base = {"scheduler": Scheduler, "executor": Executor}[kind]
+    base = {"scheduler": Scheduler, "executor": Executor, "autoscaler": Autoscaler}[kind]
     if not (isinstance(cls, type) and issubclass(cls, base)):
         return [f"{cls!r} is not a subclass of {base.__module__}.{base.__qualname__}"]
     problems = []
@@ -77,6 +84,41 @@ def _check_structure(kind: str, cls: Any, options: dict) -> list[str]:
     return problems
 
 
+def _check_control(cls, options: dict, cfg, record) -> list[str]:
+    """The control plane's promises, read back from a run's record."""
+    if not getattr(cls, "scales", False):
+        from gmm_volunteer.params import build_params
+        from gmm_volunteer.bundle import load_bundle
+
+        fixed = build_params(cfg, load_bundle(cfg.model)).amax[0].astype(np.float32)
+        ok = np.array_equal(record.dedicated_capacity, np.broadcast_to(fixed, record.dedicated_capacity.shape))
+        return [] if ok and len(record.scaling_actions) == 0 else ["a non-scaling autoscaler changed the capacity"]
+    o = cls.validate_options(options)
+    base = cfg.base_profile.as_array()
+    cap = np.asarray(record.dedicated_capacity, np.float64)
+    units = cap[:, 2] / (o.unit * base[2])
+    problems = []
+    if not np.allclose(cap, units[:, None] * o.unit * base[None, :], rtol=1e-6):
+        problems.append("capacity is not units x unit x base_profile")
+    if np.any(np.abs(units - np.round(units)) > 1e-4) or units.min() < o.min_units - 1e-6 or units.max() > o.max_units + 1e-6:
+        problems.append(f"units outside whole numbers in [{o.min_units}, {o.max_units}]")
+    acts = np.asarray(record.scaling_actions).reshape(-1, 4)
+    changes = set(np.flatnonzero(np.diff(units) != 0) + 1)
+    effective = set(int(e) for e in acts[:, 1] if e >= 0)
+    if not changes <= effective:
+        problems.append(f"capacity changed at steps {sorted(changes - effective)[:5]} without an action")
+    outs = acts[acts[:, 3] > acts[:, 2]]
+    for ordered, eff, _, _ in outs:
+        if eff >= 0 and eff != ordered + o.provisioning_delay:
+            problems.append(f"scale-out ordered at {ordered} took effect at {eff}, not after {o.provisioning_delay} s")
+    ins = acts[(acts[:, 3] < acts[:, 2]) & (acts[:, 1] >= 0)]
+    for ordered, eff, _, _ in ins:
+        recent = outs[(outs[:, 0] > eff - o.cooldown) & (outs[:, 0] <= eff)]
+        if recent.size:
+            problems.append(f"scale-in at {eff} within the cooldown of the scale-out ordered at {recent[0, 0]}")
+    return problems
+
+
 def _records_equal(a, b) -> list[str]:
     return [f for f in _RECORD_FIELDS if not np.array_equal(getattr(a, f), getattr(b, f))]
 
@@ -88,6 +130,7 @@ def _run_checked(cfg) -> None:
     sim = Simulation(cfg)
     inv.check_structure(sim)
     for _ in range(cfg.steps):
+        sim.act_control()
         sim.advance()
         sim.act_executor()
         inv.check_after_executor(sim, sim.t)
@@ -104,8 +147,8 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     entry point); returns the checks passed, raises `ConformanceError` otherwise."""
     from gmm_volunteer.engine import Simulation
 
-    if kind not in ("scheduler", "executor"):
-        raise ValueError(f"kind must be 'scheduler' or 'executor', not {kind!r}")
+    if kind not in ("scheduler", "executor", "autoscaler"):
+        raise ValueError(f"kind must be 'scheduler', 'executor' or 'autoscaler', not {kind!r}")
     options = dict(options or {})
     cls = resolve(kind, name)
     problems = _check_structure(kind, cls, options)
@@ -127,10 +170,13 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
                 problems.append(f"seed {cfg.seed}: same seed, different records ({', '.join(diff)})")
             if diff := _records_equal(first, stepped):
                 problems.append(f"seed {cfg.seed}: fused run differs from stepped run ({', '.join(diff)})")
+            if kind == "autoscaler":
+                problems += [f"seed {cfg.seed}: {p}" for p in _check_control(cls, options, cfg, first)]
             try:
                 _run_checked(cfg)
             except AssertionError as exc:
                 problems.append(f"seed {cfg.seed}: invariant broken: {exc}")
     if problems:
         raise ConformanceError(f"{kind} {name!r}: " + "; ".join(problems))
-    return done + ["determinism", "fused equals stepped", "invariants every step", "buffers drained"]
+    done += ["determinism", "fused equals stepped", "invariants every step", "buffers drained"]
+    return done + (["control plane"] if kind == "autoscaler" else [])

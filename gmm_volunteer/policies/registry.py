@@ -3,7 +3,7 @@
 A config names a policy in one of three ways, tried in this order:
 
 1. a registered name: the built-in ones (``uniform``, ``affinity``, ``centralized``;
-   executor ``default``) or one added with `register_scheduler` / `register_executor`;
+   executor ``default``; autoscalers ``fixed``, ``reactive``, ``capacity_rule``, ``la_imr``) or one added with `register_scheduler` / `register_executor`;
 2. an entry point of the group ``gmm_volunteer.schedulers`` (``...executors``,
    ``...autoscalers``) declared by an installed package;
 3. ``package.module:Class``, imported on demand.
@@ -29,7 +29,12 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "affinity": "gmm_volunteer.policies.affinity:Affinity",
     },
     "executor": {"default": "gmm_volunteer.policies.executor:DefaultExecutor"},
-    "autoscaler": {},
+    "autoscaler": {
+        "fixed": "gmm_volunteer.policies.autoscalers.fixed:Fixed",
+        "reactive": "gmm_volunteer.policies.autoscalers.reactive:Reactive",
+        "capacity_rule": "gmm_volunteer.policies.autoscalers.capacity_rule:CapacityRule",
+        "la_imr": "gmm_volunteer.policies.autoscalers.la_imr:LaImr",
+    },
 }
 # name -> class, factory or import string; filled by the register_* decorators.
 _REGISTERED: dict[str, dict[str, Any]] = {kind: dict(table) for kind, table in _BUILTIN.items()}

@@ -1,0 +1,120 @@
+"""What an autoscaler observes: metrics scraped every ``period`` seconds, readable
+``lag`` seconds after the scrape (DESIGN.md section 7; issue 11 item 2).
+
+A scrape at the start of step s covers the finished steps before s:
+
+* ``arrivals`` and ``arrival_rate``: requests started in [s - period, s) (from the
+  users' request counters, so a request counts when it starts, whether it later
+  completes, is abandoned or dropped);
+* ``latency``: quantiles ``QUANTILES`` of the latency of the requests that *completed*
+  in [s - window, s) (``n_completed`` of them; NaN when none did), and ``abandoned``,
+  how many ran out of patience in that window;
+* ``utilization``: server consumption / server allocation per resource, averaged over
+  [s - period, s) (docs/model.md D9: consumption is what was granted, so at most 1 for
+  CPU and bandwidth; NaN for a resource with no allocation);
+* ``server_work``: CPU-seconds of the executions that finished on the server in
+  [s - period, s) (the ``completed_work`` series; the capacity rule's R is this over the
+  arrivals).
+
+Everything is read from the state's request log and per-step series, which the
+kernels write anyway, so observing costs the dynamics nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from gmm_volunteer.params import N_RES
+
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class Observation:
+    time: int  # step of the scrape (covers the steps before it)
+    visible_at: int  # first step an autoscaler can read it
+    period: int
+    arrivals: int
+    arrival_rate: float  # requests / s
+    latency: dict  # quantile -> s, completed requests in the window
+    n_completed: int
+    abandoned: int
+    utilization: np.ndarray  # (N_RES,) consumption / allocation
+    server_work: float  # CPU-s finished on the server in the period
+    units: int  # units in effect at the scrape
+
+    def latency_quantile(self, q: float) -> float:
+        return float(self.latency[q])
+
+
+class Monitor:
+    """Scrapes the state every ``period`` steps and releases each scrape ``lag`` steps
+    later (`visible`)."""
+
+    def __init__(self, period: int, lag: int, window: int):
+        self.period, self.lag, self.window = int(period), int(lag), int(window)
+        self._pending: deque[Observation] = deque()
+        self._latest: Observation | None = None
+        self._recent: deque = deque()  # (end, latency, outcome) arrays of logged requests
+        self._seen = 0  # request-log entries read so far
+        self._arrived = 0  # requests started before the last scrape
+
+    def start(self, arrays) -> None:
+        self._arrived = int(arrays.rq_count.sum())
+
+    def due(self, t: int) -> bool:
+        return t > 0 and t % self.period == 0
+
+    def scrape(self, arrays, t: int, units: int) -> Observation:
+        n = int(arrays.n_lg[0])
+        if n > self._seen:
+            sl = slice(self._seen, n)
+            end = arrays.lg_end[sl].copy()
+            self._recent.append((end, end - arrays.lg_start[sl], arrays.lg_out[sl].copy()))
+            self._seen = n
+        lo = t - self.window
+        while self._recent and self._recent[0][0].max() < lo:
+            self._recent.popleft()
+        if self._recent:
+            end = np.concatenate([r[0] for r in self._recent])
+            lat = np.concatenate([r[1] for r in self._recent])
+            out = np.concatenate([r[2] for r in self._recent])
+            inside = (end >= lo) & (end < t)
+            done = lat[inside & (out == 0)]
+            abandoned = int(np.count_nonzero(inside & (out == 1)))
+        else:
+            done, abandoned = np.zeros(0), 0
+        latency = ({q: float(v) for q, v in zip(QUANTILES, np.quantile(done, QUANTILES))}
+                   if done.size else {q: float("nan") for q in QUANTILES})
+        arrived = int(arrays.rq_count.sum())
+        arrivals = arrived - self._arrived
+        self._arrived = arrived
+        a = max(0, t - self.period)
+        cons = arrays.ser_scons[a:t].astype(np.float64)
+        alloc = arrays.ser_salloc[a:t].astype(np.float64)
+        ok = alloc > 0
+        count = ok.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total = np.where(ok, cons / np.where(ok, alloc, 1.0), 0.0).sum(axis=0)
+            utilization = np.where(count > 0, total / count, np.nan) if cons.shape[0] else np.full(N_RES, np.nan)
+        obs = Observation(
+            time=t, visible_at=t + self.lag, period=t - a, arrivals=arrivals,
+            arrival_rate=arrivals / max(1, t - a), latency=latency, n_completed=int(done.size),
+            abandoned=abandoned, utilization=np.asarray(utilization, np.float64),
+            server_work=float(arrays.ser_work[a:t, 0].astype(np.float64).sum()), units=units,
+        )
+        self._pending.append(obs)
+        return obs
+
+    def visible(self, t: int) -> Observation | None:
+        """The latest scrape readable at step t (None before the first)."""
+        while self._pending and self._pending[0].visible_at <= t:
+            self._latest = self._pending.popleft()
+        return self._latest
+
+    def next_event(self, t: int) -> int:
+        """First step after t at which the monitor scrapes."""
+        return (t // self.period + 1) * self.period
