@@ -118,6 +118,9 @@ class Simulation:
         self.executor.reset(self.P, gens["executor"])
         self.scheduler.reset(self.P, gens["scheduler"])
         self.steps = int(cfg.steps)
+        for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
+            if hasattr(policy, "prepare"):
+                policy.prepare(self.params, self.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
@@ -224,7 +227,17 @@ class Simulation:
             completed_work=S.ser_work[:T].copy(),
             request_type_names=tuple(t.name for t in self.bundle.task_types),
             attrs=attrs,
+            **self._policy_series(T),
         )
+
+    def _policy_series(self, T: int) -> dict:
+        series, coords = {}, {}
+        for policy in (self.executor, self.scheduler):
+            if hasattr(policy, "record_series"):
+                s, c = policy.record_series(T)
+                series.update(s)
+                coords.update(c)
+        return {"policy_series": series, "policy_coords": coords}
 
 
 def simulate(cfg, progress: bool = True) -> RunRecord:

@@ -14,6 +14,7 @@ RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
 NODE_CLASSES = ("server", "user")
 EVENTS = ("start", "complete", "abort", "reset", "cancel")
 OUTCOMES = ("completed", "abandoned", "dropped")
+MONITOR_OPS = ("metric_read", "latency_probe", "label_update")  # docs/routing.md
 
 
 @dataclass
@@ -38,6 +39,11 @@ class RunRecord:
     completed_work: np.ndarray  # float32 (steps, 2): CPU-seconds of executions finished
     request_type_names: tuple[str, ...]
     attrs: dict = field(default_factory=dict)
+    # Variables a policy records beside these (docs/routing.md: the monitor's cost, the
+    # routers' decisions): name -> (dims, array, attrs); the first dim "time" has
+    # ``steps`` rows. Coordinates they need: name -> values.
+    policy_series: dict = field(default_factory=dict)
+    policy_coords: dict = field(default_factory=dict)
 
     @property
     def request_latency(self) -> np.ndarray:

@@ -27,6 +27,11 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "centralized": "gmm_volunteer.policies.centralized:Centralized",
         "uniform": "gmm_volunteer.policies.uniform:Uniform",
         "affinity": "gmm_volunteer.policies.affinity:Affinity",
+        # routers of issue 12 (docs/routing.md)
+        "asrb": "gmm_volunteer.policies.asrb:Asrb",
+        "qedgeproxy": "gmm_volunteer.policies.qedgeproxy:QEdgeProxy",
+        "proximity": "gmm_volunteer.policies.proximity:Proximity",
+        "round_robin": "gmm_volunteer.policies.round_robin:RoundRobin",
     },
     "executor": {"default": "gmm_volunteer.policies.executor:DefaultExecutor"},
     "autoscaler": {},
