@@ -124,6 +124,9 @@ class Simulation:
         self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         self.steps = int(cfg.steps)
+        for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
+            if hasattr(policy, "prepare"):
+                policy.prepare(self.params, self.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
@@ -246,7 +249,17 @@ class Simulation:
             dedicated_capacity=self.control.capacity_series(T),
             scaling_actions=self.control.action_table(),
             scaling_action_cost=self.control.action_costs(T),
+            **self._policy_series(T),
         )
+
+    def _policy_series(self, T: int) -> dict:
+        series, coords = {}, {}
+        for policy in (self.executor, self.scheduler):
+            if hasattr(policy, "record_series"):
+                s, c = policy.record_series(T)
+                series.update(s)
+                coords.update(c)
+        return {"policy_series": series, "policy_coords": coords}
 
 
 def simulate(cfg, progress: bool = True) -> RunRecord:

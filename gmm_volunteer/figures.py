@@ -32,7 +32,7 @@ def _color(name, i):
 
 
 GRID_DIMS = ("users", "user_capacity", "server_capacity", "scheduler", "seed")
-INNER_DIMS = ("request_type", "outcome", "quantile", "resource", "node_class", "event")
+INNER_DIMS = ("request_type", "outcome", "quantile", "resource", "node_class", "event", "monitor_op")
 
 
 def prepare(ds: xr.Dataset) -> xr.Dataset:

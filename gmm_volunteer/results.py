@@ -185,6 +185,17 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     }
     if "scaling_actions" in data_vars:
         coords["action_field"] = ("action_field", _strings(ACTION_FIELDS))
+    # Series a policy records (RunRecord.policy_series, docs/routing.md).
+    for name, (dims, arr, var_attrs) in dict(record.policy_series).items():
+        arr = np.asarray(arr)
+        if name in data_vars or name in coords:
+            raise ResultFormatError(f"RunRecord.policy_series[{name!r}] shadows a core variable")
+        if dims and dims[0] == "time" and arr.shape[0] != steps:
+            raise ResultFormatError(
+                f"RunRecord.policy_series[{name!r}] has {arr.shape[0]} steps, expected {steps}")
+        data_vars[name] = (tuple(dims), arr, dict(var_attrs))
+    for name, values in dict(record.policy_coords).items():
+        coords[name] = (name, _strings(values) if isinstance(values[0], str) else np.asarray(values))
     attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
     attrs.setdefault("gmmv_version", __version__)
     attrs["steps"] = steps

@@ -14,6 +14,7 @@ RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
 NODE_CLASSES = ("server", "user")
 EVENTS = ("start", "complete", "abort", "reset", "cancel")
 OUTCOMES = ("completed", "abandoned", "dropped")
+MONITOR_OPS = ("metric_read", "latency_probe", "label_update")  # docs/routing.md
 
 
 @dataclass
@@ -45,6 +46,11 @@ class RunRecord:
     dedicated_capacity: np.ndarray | None = None  # float32 (steps, 5)
     scaling_actions: np.ndarray | None = None  # int64 (n_actions, 4)
     scaling_action_cost: np.ndarray | None = None  # float64 (n_actions,): capacity x h
+    # Variables a policy records beside these (docs/routing.md: the monitor's cost, the
+    # routers' decisions): name -> (dims, array, attrs); the first dim "time" has
+    # ``steps`` rows. Coordinates they need: name -> values.
+    policy_series: dict = field(default_factory=dict)
+    policy_coords: dict = field(default_factory=dict)
 
     @property
     def request_latency(self) -> np.ndarray:

@@ -14,7 +14,7 @@ import xarray as xr
 import yaml
 
 from gmm_volunteer.config import ALLOCATION_RESOURCES
-from gmm_volunteer.runrecord import OUTCOMES
+from gmm_volunteer.runrecord import MONITOR_OPS, OUTCOMES
 
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
 
@@ -120,6 +120,13 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     def _sd(a):
         return a.std(axis=0) if a.shape[0] else np.full(a.shape[1:], np.nan)
 
+    # Monitoring cost of a router (docs/routing.md); zero for schedulers without a monitor.
+    mon_calls = np.zeros(len(MONITOR_OPS))
+    mon_bytes = np.zeros(len(MONITOR_OPS))
+    if "monitor_calls" in ds:
+        mon_calls = np.asarray(ds["monitor_calls"].values, dtype=np.float64).sum(axis=0)
+        mon_bytes = np.asarray(ds["monitor_bytes"].values, dtype=np.float64).sum(axis=0)
+
     resources = [str(r) for r in np.asarray(ds["resource"].values)]
     units = (
         [str(u) for u in np.asarray(ds["resource_unit"].values)]
@@ -149,6 +156,10 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
                                      {"long_name": "subtask events over the run", "units": "1"}),
             "subtask_completion_rate": (("node_class",), rate,
                                         {"long_name": "subtask completions / starts", "units": "1"}),
+            "monitor_calls_total": (("monitor_op",), mon_calls,
+                                    {"long_name": "monitoring calls over the run", "units": "1"}),
+            "monitor_bytes_total": (("monitor_op",), mon_bytes,
+                                    {"long_name": "monitoring traffic over the run", "units": "B"}),
             "online_users_mean": ((), _scalar_mean(ds["online_users"])),
             "capacity_hours": (("resource",), capacity_hours(ds),
                                {"long_name": "dedicated server capacity integrated over the run",
@@ -165,6 +176,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "resource_unit": ("resource", np.array(units, dtype=object)),
             "node_class": ("node_class", np.array(node_classes, dtype=object)),
             "event": ("event", np.array(event_names, dtype=object)),
+            "monitor_op": ("monitor_op", np.array(MONITOR_OPS, dtype=object)),
         },
     )
     return out
@@ -333,6 +345,13 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                      _fmt(int(ev.sel(event="complete").values[i])),
                      _fmt(float(m["subtask_completion_rate"].values[i]), 3)])
     lines += _table(["node class", "start", "complete", "rate"], rows)
+    if float(m["monitor_calls_total"].sum()) > 0:
+        lines.append("")
+        lines.append("Monitoring cost over the run (docs/routing.md)")
+        rows = [[str(op), _fmt(float(m["monitor_calls_total"].values[i])),
+                 _fmt(float(m["monitor_bytes_total"].values[i]) / 1e6, 3)]
+                for i, op in enumerate(m["monitor_op"].values)]
+        lines += _table(["operation", "calls", "MB"], rows)
     return "\n".join(lines) + "\n"
 
 

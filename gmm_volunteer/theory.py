@@ -30,8 +30,17 @@ References:
 - L. Kleinrock, "Queueing Systems, Vol. 1: Theory", Wiley, 1975, ch. 3 (birth-death
   queues, finite populations).
 
+Open multi-server queues (the routers' delay estimates, docs/routing.md): Erlang's C
+formula for M/M/c (`erlang_c`, `mmc_wait`) and the Allen-Cunneen approximation of the
+mean wait in G/G/c (`allen_cunneen_wait`), which the queue-aware router of seed 002
+uses. They are `@njit` so that policy kernels call this one definition.
+
+- A. O. Allen, "Probability, Statistics, and Queueing Theory", 2nd ed., Academic Press,
+  1990, section 6.4 (the Allen-Cunneen approximation).
+- L. Kleinrock, "Queueing Systems, Vol. 1", section 3.5 (M/M/m, Erlang's C formula).
+
 Pure NumPy (SciPy for the Hurwitz zeta and the normal / incomplete-gamma tails); nothing
-here is compiled or random.
+here is random, and only the open-queue formulas are compiled.
 """
 
 from __future__ import annotations
@@ -40,8 +49,12 @@ import math
 from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
+from numba import njit
 
 __all__ = [
+    "erlang_c",
+    "mmc_wait",
+    "allen_cunneen_wait",
     "MVAResult",
     "mva_delay_ld",
     "birth_death_marginal",
@@ -304,3 +317,48 @@ def _tail_integral(law, x: float) -> float:
         return math.exp(mu + 0.5 * s * s)
     lx = math.log(x)
     return math.exp(mu + 0.5 * s * s) * float(ndtr((mu + s * s - lx) / s)) - x * float(ndtr((mu - lx) / s))
+
+
+# -- open multi-server queues (docs/routing.md) -------------------------------------------
+
+
+@njit(cache=True)
+def erlang_c(c, a):
+    """Erlang's C formula: probability that an arrival waits in M/M/c with offered load
+    a = lambda / mu (Kleinrock vol. 1, eq. 3.40). 1.0 when a >= c (unstable).
+
+    Computed through the Erlang-B recursion B(k) = a B(k-1) / (k + a B(k-1)), which
+    never forms a^c / c! (it overflows for c of a few hundred), and then
+    C = B / (1 - (a / c)(1 - B))."""
+    if c < 1:
+        return 1.0
+    if a <= 0.0:
+        return 0.0
+    if a >= c:
+        return 1.0
+    b = 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    rho = a / c
+    return b / (1.0 - rho * (1.0 - b))
+
+
+@njit(cache=True)
+def mmc_wait(c, lam, mu):
+    """Mean waiting time (before service) in M/M/c: C(c, a) / (c mu - lambda); +inf
+    when lambda >= c mu."""
+    if lam <= 0.0:
+        return 0.0
+    if lam >= c * mu:
+        return np.inf
+    return erlang_c(c, lam / mu) / (c * mu - lam)
+
+
+@njit(cache=True)
+def allen_cunneen_wait(c, lam, mu, ca2, cs2):
+    """Allen-Cunneen approximation of the mean wait in G/G/c: the M/M/c wait times
+    (C_a^2 + C_s^2) / 2, with C_a^2 and C_s^2 the squared coefficients of variation of
+    the interarrival and service times (Allen 1990, section 6.4). Exact for M/M/c
+    (both 1) and for M/G/1 (Pollaczek-Khinchine); +inf when unstable."""
+    w = mmc_wait(c, lam, mu)
+    return w * 0.5 * (ca2 + cs2)

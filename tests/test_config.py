@@ -247,7 +247,7 @@ BAD = [
     ("section_not_mapping", {**MINIMAL, "users": 5}, "users", "must be a mapping"),
     ("model_missing", {**MINIMAL, "model": "models/nope"}, "model", "does not exist"),
     ("model_no_bundle_file", {**MINIMAL, "model": "models"}, "model", "has no bundle.yaml"),
-    ("unknown_scheduler", {**MINIMAL, "scheduler": "round_robin"}, "scheduler", "unknown scheduler 'round_robin'"),
+    ("unknown_scheduler", {**MINIMAL, "scheduler": "round_robbin"}, "scheduler", "unknown scheduler 'round_robbin'"),
     ("unknown_executor", {**MINIMAL, "executor": "lazy"}, "executor", "unknown executor 'lazy'"),
 ]
 

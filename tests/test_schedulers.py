@@ -142,6 +142,6 @@ def test_unknown_policy_names_the_ways_to_name_one():
     from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
 
     with pytest.raises(UnknownPolicyError, match="package.module:Class"):
-        resolve("scheduler", "round_robin")
+        resolve("scheduler", "no_such_scheduler")
     with pytest.raises(UnknownPolicyError, match="cannot import"):
         resolve("executor", "no_such_module:X")

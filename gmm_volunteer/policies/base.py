@@ -106,6 +106,16 @@ class _KernelPolicy:
         self.rng = rng
         self._args = self.kernel_args()
 
+    def prepare(self, params, steps: int) -> None:
+        """Called once after `reset` with the run's parameters (the `Params` namedtuple)
+        and length; a policy that keeps arrays of its own (the routers,
+        policies.routing) allocates them here."""
+
+    def record_series(self, steps: int) -> tuple[dict, dict]:
+        """Variables this policy adds to the run record, (series, coords) as in
+        `RunRecord.policy_series` / `policy_coords`; none by default."""
+        return {}, {}
+
 
 class Scheduler(_KernelPolicy):
     """A scheduler (paper 2.3): subclasses set ``name``, ``Options`` and the ``place``

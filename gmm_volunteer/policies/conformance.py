@@ -120,7 +120,13 @@ def _check_control(cls, options: dict, cfg, record) -> list[str]:
 
 
 def _records_equal(a, b) -> list[str]:
-    return [f for f in _RECORD_FIELDS if not np.array_equal(getattr(a, f), getattr(b, f))]
+    diff = [f for f in _RECORD_FIELDS if not np.array_equal(getattr(a, f), getattr(b, f))]
+    if a.policy_series.keys() != b.policy_series.keys():
+        diff.append("policy_series")
+    diff += [k for k in a.policy_series
+             if k in b.policy_series
+             and not np.array_equal(a.policy_series[k][1], b.policy_series[k][1], equal_nan=True)]
+    return diff
 
 
 def _run_checked(cfg) -> None:

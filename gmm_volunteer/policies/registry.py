@@ -27,6 +27,17 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "centralized": "gmm_volunteer.policies.centralized:Centralized",
         "uniform": "gmm_volunteer.policies.uniform:Uniform",
         "affinity": "gmm_volunteer.policies.affinity:Affinity",
+        # routers of issue 12 (docs/routing.md)
+        "asrb": "gmm_volunteer.policies.asrb:Asrb",
+        "qedgeproxy": "gmm_volunteer.policies.qedgeproxy:QEdgeProxy",
+        "proximity": "gmm_volunteer.policies.proximity:Proximity",
+        "round_robin": "gmm_volunteer.policies.round_robin:RoundRobin",
+        "queue_aware": "gmm_volunteer.policies.queue_aware:QueueAware",
+        "jsq": "gmm_volunteer.policies.jsq:Jsq",
+        "random": "gmm_volunteer.policies.random_tier:RandomTier",
+        "edge_first": "gmm_volunteer.policies.edge_first:EdgeFirst",
+        "model_only": "gmm_volunteer.policies.model_only:ModelOnly",
+        "queue_only": "gmm_volunteer.policies.queue_only:QueueOnly",
     },
     "executor": {"default": "gmm_volunteer.policies.executor:DefaultExecutor"},
     "autoscaler": {

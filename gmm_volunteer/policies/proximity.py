@@ -1,0 +1,80 @@
+"""Proximity-aware routing (proxy-mity), a baseline of seed 000_957acf713eeb90e3
+(sections 2, 6.1; docs/routing.md, "proximity"): the eligible node (D12) minimizing
+alpha L / L_cap + (1 - alpha) u, with L its monitored latency and u its CPU use at the
+last poll; alpha = 1 is pure proximity, 0.8 trades latency for balance (seed 000 6.1).
+Nodes are polled at the fixed base period in one listing call, like qedgeproxy."""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+from pydantic import Field
+
+from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.policies.base import OPTIONS_CONFIG
+from gmm_volunteer.policies.common import candidate, schedule_downloads
+from gmm_volunteer.policies.monitor import C_LAT_CAP, F_CPU, F_LAT, MonitorOptions, poll_all, refresh_latency
+from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
+
+
+class ProximityOptions(MonitorOptions):
+    model_config = OPTIONS_CONFIG
+    # Weight of latency against load (seed 000 evaluates 1 and 0.8).
+    alpha: float = Field(0.8, ge=0.0, le=1.0)
+    max_downloads_per_node: int = Field(1, ge=1)
+
+
+K = option_index(ProximityOptions)
+K_ALPHA, K_MAXDL = K["alpha"], K["max_downloads_per_node"]
+
+
+@njit(cache=True)
+def proximity_cost(latency, load, alpha, cap):
+    lat = 1.0 if math.isnan(latency) else min(latency / cap, 1.0)
+    return alpha * lat + (1.0 - alpha) * min(load, 1.0)
+
+
+@njit(cache=True)
+def proximity_choose(S, P, R, j, t):
+    best, best_c = -1, math.inf
+    for idx in range(S.hd_n[j] + 1):
+        v = candidate(S, j, idx)
+        if not fits(S, P, v, j, t):
+            continue
+        refresh_latency(S, P, R, v, j, t)
+        c = proximity_cost(R.mf[v, F_LAT], R.mf[v, F_CPU], R.po[K_ALPHA], R.mc[C_LAT_CAP])
+        if c < best_c:
+            best, best_c = v, c
+    return best
+
+
+@njit(cache=True)
+def proximity_downloads(S, P, t, args):
+    R = args[0]
+    observe(S, P, R, t)
+    schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
+
+
+@njit(cache=True)
+def proximity_place(S, P, t, args):
+    R = args[0]
+    count_queues(S, R)
+    poll_all(S, R, t)
+    for i in pending_requests_fifo(S):
+        k = S.rq_type[i]
+        for p in range(P.task_nsub[k]):
+            if S.ex_node[i, p] >= 0:
+                continue
+            v = proximity_choose(S, P, R, P.task_sub[k, p], t)
+            if v >= 0:
+                route_assign(S, P, R, i, p, v, t, -1)
+
+
+class Proximity(Router):
+    """Weighted latency and load (proxy-mity, seed 000 baseline; docs/routing.md)."""
+
+    name = "proximity"
+    Options = ProximityOptions
+    downloads = proximity_downloads
+    place = proximity_place

@@ -1,0 +1,336 @@
+"""Queue-aware hybrid offloading (seed 002_25f372673c2a4e8f, sections "Systeemmodel" to
+"Beslissingsregel"; docs/routing.md, "queue_aware").
+
+Each pending subtask of user i goes to one of three tiers: local (i's own device, if it
+holds the subtask's data), edge (the other online volunteers holding it) or cloud (the
+server). Per tier the expected delay is W + s + D:
+
+* W = (1 - beta) W_model + beta W_queue, beta = min(1, q / c): q subtasks in the tier,
+  c its servers (cores); W_model is the Allen-Cunneen G/G/c wait
+  (`theory.allen_cunneen_wait`) with arrival rate lambda over a sliding window of
+  ``window_s`` steps per tier, Poisson arrivals (C_a^2 = 1, as the seed assumes) and
+  the service time's mean and SCV learned online; W_queue = max(0, q - c) s / c, the
+  backlog beyond the free servers shared by the c servers;
+* W is multiplied by ``penalty`` when the tier's utilization lambda s / c exceeds
+  ``utilization_threshold`` (0.9 in the seed);
+* s, the service time: the mean of completed subtasks of the tier that found a free
+  server when placed, minus D; before ``min_samples`` of them, j's mean work on one
+  core, at least one step;
+* D, the transfer time: the input download and result upload steps on a user node (2 s),
+  none on the server.
+
+With probability ``epsilon`` (0.05) the tier is drawn uniformly among the available
+ones instead (epsilon-greedy, so the estimates of rarely chosen tiers stay alive).
+Inside the edge tier the subtask joins the volunteer with the fewest subtasks.
+
+The module also holds the kernels of the baselines (jsq, random, edge_first,
+model_only, queue_only): one decision kernel with a mode, each baseline a class in its
+own file. Every decision logs the hybrid, model-only and queue-only predictions of the
+chosen tier and, once done, the realized delay (`routing.DECISION_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from pydantic import Field
+
+from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.params import CPU
+from gmm_volunteer.policies.base import OPTIONS_CONFIG
+from gmm_volunteer.policies.common import candidate, schedule_downloads
+from gmm_volunteer.policies.monitor import C_CALL_BYTES, C_NODE_BYTES, OP_METRIC_READ, MonitorOptions, charge
+from gmm_volunteer.policies.routing import (
+    AF_SVC,
+    D_NODE,
+    D_PRED,
+    D_PRED_MODEL,
+    D_PRED_QUEUE,
+    D_T,
+    D_TIER,
+    N_TIERS,
+    Router,
+    count_queues,
+    fits,
+    observe,
+    option_index,
+    route_assign,
+)
+from gmm_volunteer.rng import STREAM_SCHEDULER, randint, uniform
+from gmm_volunteer.theory import allen_cunneen_wait
+
+LOCAL, EDGE, CLOUD = range(3)
+TIERS = ("local", "edge", "cloud")
+# decision modes
+HYBRID, MODEL_ONLY, QUEUE_ONLY, JSQ, RANDOM, EDGE_FIRST = range(6)
+# R.af layout after the service statistics: mode, total user cores, user subtasks
+AF_MODE = AF_SVC + 3 * N_TIERS
+AF_USER_CORES = AF_MODE + 1
+AF_USER_Q = AF_MODE + 2
+N_AF = AF_MODE + 3
+# R.ai layout: arrivals per tier summed over the window, then the ring of per-step counts
+AI_SUM = 0
+AI_RING = N_TIERS
+TRANSFER_S = 2.0  # input download + result upload, one step each (docs/model.md D10)
+W_MAX = 1e4  # wait of an unstable tier (s): finite, so that ties still compare
+
+
+class TierOptions(MonitorOptions):
+    """Options of the tier routers that do not explore (jsq, random, edge_first)."""
+
+    model_config = OPTIONS_CONFIG
+    # Sliding window of the per-tier arrival rates, s.
+    window_s: int = Field(60, ge=1)
+    # Utilization above which the wait estimate is multiplied by `penalty` (seed 002: 0.9).
+    utilization_threshold: float = Field(0.9, gt=0.0)
+    penalty: float = Field(2.0, ge=1.0)
+    # Completions a tier needs before its learned service time replaces the prior.
+    min_samples: int = Field(20, ge=1)
+    # Decisions kept in the result's decision log (later ones are counted, not kept).
+    decision_log: int = Field(100_000, ge=0)
+    max_downloads_per_node: int = Field(1, ge=1)
+
+
+class QueueAwareOptions(TierOptions):
+    model_config = OPTIONS_CONFIG
+    # Probability of a uniformly random tier (epsilon-greedy; seed 002: 0.05). Last, so
+    # that the other options sit at the same positions as in TierOptions.
+    epsilon: float = Field(0.05, ge=0.0, le=1.0)
+
+
+K = option_index(QueueAwareOptions)
+K_WINDOW, K_UTIL, K_PENALTY = K["window_s"], K["utilization_threshold"], K["penalty"]
+K_MIN_SAMPLES, K_MAXDL, K_EPS = K["min_samples"], K["max_downloads_per_node"], K["epsilon"]
+assert list(option_index(TierOptions)) == list(K)[:-1]
+
+
+@njit(cache=True)
+def service_stats(R, tier, prior):
+    """(mean, SCV) of the tier's service time: learned once min_samples completions are
+    in, else (prior, 1)."""
+    o = AF_SVC + 3 * tier
+    n = R.af[o]
+    if n >= R.po[K_MIN_SAMPLES] and R.af[o + 1] > 0.0:
+        mean = R.af[o + 1]
+        return mean, (R.af[o + 2] / (n - 1.0)) / (mean * mean)
+    return prior, 1.0
+
+
+@njit(cache=True)
+def tier_estimate(R, c, lam, q, mean_s, scv, transfer):
+    """(hybrid, model-only, queue-only) expected delay W + s + D of one tier (module
+    docstring; seed 002 sections 2-4)."""
+    mu = 1.0 / mean_s
+    w_model = min(allen_cunneen_wait(c, lam, mu, 1.0, scv), W_MAX)
+    w_queue = max(0.0, q - c) * mean_s / c
+    beta = min(1.0, q / c)
+    w = (1.0 - beta) * w_model + beta * w_queue
+    if lam * mean_s / c > R.po[K_UTIL]:
+        w *= R.po[K_PENALTY]
+        w_model *= R.po[K_PENALTY]
+        w_queue *= R.po[K_PENALTY]
+    return w + mean_s + transfer, w_model + mean_s + transfer, w_queue + mean_s + transfer
+
+
+@njit(cache=True)
+def _tick(R, t):
+    """Start step t in the arrival window: forget the counts of step t - window."""
+    w = int(R.po[K_WINDOW])
+    slot = AI_RING + (t % w) * N_TIERS
+    for k in range(N_TIERS):
+        R.ai[AI_SUM + k] -= R.ai[slot + k]
+        R.ai[slot + k] = 0
+
+
+@njit(cache=True)
+def _arrive(R, t, tier):
+    w = int(R.po[K_WINDOW])
+    R.ai[AI_RING + (t % w) * N_TIERS + tier] += 1
+    R.ai[AI_SUM + tier] += 1
+
+
+@njit(cache=True)
+def _user_totals(S, R):
+    cores = 0.0
+    q = 0
+    for k in range(S.n_on[0]):
+        v = S.on_list[k]
+        cores += S.alloc[v, CPU] / 100.0
+        q += R.nq[v]
+    R.af[AF_USER_CORES] = cores
+    R.af[AF_USER_Q] = q
+
+
+@njit(cache=True)
+def _servers(cores):
+    return max(1, int(round(cores)))
+
+
+@njit(cache=True)
+def _edge_node(S, P, R, i, j, t):
+    """The eligible volunteer other than i with the fewest subtasks that fits j; -1."""
+    best, best_q = -1, 1 << 62
+    for idx in range(S.hd_n[j]):
+        v = S.hd_list[j, idx]
+        if v != i and R.nq[v] < best_q and fits(S, P, v, j, t):
+            best, best_q = v, R.nq[v]
+    return best
+
+
+@njit(cache=True)
+def tier_estimates(S, P, R, i, j, t, out):
+    """out[tier, (hybrid, model, queue)] for user i's subtask j."""
+    window = min(R.po[K_WINDOW], t + 1.0)
+    prior = max(1.0, P.wk_mean[j, 1])
+    n_users = max(S.n_on[0], 1)
+    for tier in range(N_TIERS):
+        if tier == LOCAL:
+            c = _servers(S.alloc[i, CPU] / 100.0)
+            lam = R.ai[AI_SUM + LOCAL] / window / n_users  # per device
+            q = R.nq[i]
+            transfer = TRANSFER_S
+        elif tier == EDGE:
+            c = _servers(R.af[AF_USER_CORES] - S.alloc[i, CPU] / 100.0)
+            lam = R.ai[AI_SUM + EDGE] / window
+            q = R.af[AF_USER_Q] - R.nq[i]
+            transfer = TRANSFER_S
+        else:
+            c = _servers(S.alloc[0, CPU] / 100.0)
+            lam = R.ai[AI_SUM + CLOUD] / window
+            q = R.nq[0]
+            transfer = 0.0
+        mean_s, scv = service_stats(R, tier, prior)
+        h, m, qq = tier_estimate(R, c, lam, q, mean_s, scv, transfer)
+        out[tier, 0] = h
+        out[tier, 1] = m
+        out[tier, 2] = qq
+
+
+@njit(cache=True)
+def tier_choose(S, P, R, i, j, t, mode, est, nodes):
+    """The node for user i's subtask j under `mode`; -1 if no tier can take it. Fills
+    est (tier estimates) and nodes (the node each tier would use, -1 if unavailable)."""
+    nodes[LOCAL] = i if (S.hd_pos[i, j] >= 0 and fits(S, P, i, j, t)) else -1
+    nodes[EDGE] = _edge_node(S, P, R, i, j, t)
+    nodes[CLOUD] = 0 if fits(S, P, 0, j, t) else -1
+    n_av = 0
+    for k in range(N_TIERS):
+        n_av += nodes[k] >= 0
+    if n_av == 0:
+        return -1
+    tier_estimates(S, P, R, i, j, t, est)
+    if mode == JSQ:  # the candidate with the fewest subtasks, over every eligible node
+        best, best_q = -1, 1 << 62
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            if R.nq[v] < best_q and fits(S, P, v, j, t):
+                best, best_q = v, R.nq[v]
+        return best
+    if mode == EDGE_FIRST:
+        for k in (EDGE, LOCAL, CLOUD):
+            if nodes[k] >= 0:
+                return nodes[k]
+    eps = 1.0 if mode == RANDOM else R.po[K_EPS]
+    col = 1 if mode == MODEL_ONLY else (2 if mode == QUEUE_ONLY else 0)
+    return nodes[pick_tier(S, nodes, est, col, eps)]
+
+
+@njit(cache=True)
+def pick_tier(S, nodes, est, col, eps):
+    """Epsilon-greedy over the available tiers (nodes[k] >= 0): with probability eps a
+    uniform one, else the one with the least est[k, col] (seed 002 "Beslissingsregel")."""
+    n_av = 0
+    for k in range(N_TIERS):
+        n_av += nodes[k] >= 0
+    if eps > 0.0 and uniform(S.rng, STREAM_SCHEDULER) < eps:
+        r = randint(S.rng, STREAM_SCHEDULER, n_av)
+        for k in range(N_TIERS):
+            if nodes[k] >= 0:
+                if r == 0:
+                    return k
+                r -= 1
+    best, best_w = -1, math.inf
+    for k in range(N_TIERS):
+        if nodes[k] >= 0 and est[k, col] < best_w:
+            best, best_w = k, est[k, col]
+    return best
+
+
+@njit(cache=True)
+def tier_downloads(S, P, t, args):
+    R = args[0]
+    observe(S, P, R, t)
+    schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
+
+
+@njit(cache=True)
+def tier_place(S, P, t, args):
+    R = args[0]
+    mode = int(R.af[AF_MODE])
+    count_queues(S, R)
+    _tick(R, t)
+    _user_totals(S, R)
+    est = np.empty((N_TIERS, 3))
+    nodes = np.empty(N_TIERS, np.int64)
+    decided = False
+    for i in pending_requests_fifo(S):
+        k = S.rq_type[i]
+        for p in range(P.task_nsub[k]):
+            if S.ex_node[i, p] >= 0:
+                continue
+            j = P.task_sub[k, p]
+            v = tier_choose(S, P, R, i, j, t, mode, est, nodes)
+            if v < 0:
+                continue
+            decided = True
+            tier = CLOUD if v == 0 else (LOCAL if v == i else EDGE)
+            transfer = 0 if v == 0 else int(TRANSFER_S)
+            # a placement that finds a free server measures the service time alone
+            cores = S.alloc[v, CPU] / 100.0
+            tag = tier + N_TIERS * transfer if R.nq[v] < _servers(cores) else -1
+            d = R.dn[1]
+            R.dn[1] += 1
+            dec = -1
+            if d < R.dlog.shape[0] and R.dlog.shape[0] > 1:
+                dec = d
+                R.dn[0] += 1
+                R.dlog[d, D_T] = t
+                R.dlog[d, D_NODE] = v
+                R.dlog[d, D_TIER] = tier
+                R.dlog[d, D_PRED] = est[tier, 0]
+                R.dlog[d, D_PRED_MODEL] = est[tier, 1]
+                R.dlog[d, D_PRED_QUEUE] = est[tier, 2]
+            route_assign(S, P, R, i, p, v, t, dec, tag)
+            _arrive(R, t, tier)
+            if tier == LOCAL or tier == EDGE:
+                R.af[AF_USER_Q] += 1
+    if decided:  # one read of the three tiers' queue state per step that decides
+        charge(R, t, OP_METRIC_READ, 1.0, R.mc[C_CALL_BYTES] + N_TIERS * R.mc[C_NODE_BYTES])
+
+
+class TierRouter(Router):
+    """Base of the tier routers: the decision mode and the scratch layout."""
+
+    mode: int = HYBRID
+
+    def scratch_sizes(self, params):
+        return N_AF, AI_RING + N_TIERS * int(self.options.window_s)
+
+    def decision_log_size(self) -> int:
+        return int(self.options.decision_log)
+
+    def prepare(self, params, steps: int) -> None:
+        super().prepare(params, steps)
+        self._R.af[AF_MODE] = self.mode
+
+
+class QueueAware(TierRouter):
+    """Hybrid Allen-Cunneen / queue-state tier choice (seed 002; docs/routing.md)."""
+
+    name = "queue_aware"
+    Options = QueueAwareOptions
+    mode = HYBRID
+    downloads = tier_downloads
+    place = tier_place

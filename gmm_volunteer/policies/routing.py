@@ -1,0 +1,199 @@
+"""What the routers share (issue 12; docs/routing.md): a `Router` base class that keeps a
+routing state beside the simulator's, and kernels that track placements, observe
+completions (the monitor's passive feedback) and count each node's subtasks.
+
+A router is a `Scheduler` (policies.base) whose hooks receive ``args = (R,)``: ``R`` is a
+`RouteState` namedtuple of arrays the router allocates in `prepare` (the monitor's
+cache and cost series, policies.monitor; the placements it made; per-policy scratch).
+Options reach the kernels as ``R.po``, the option values in the order the ``Options``
+model declares them (`option_index` gives the positions by name), so every router's
+hooks have the same argument type whatever its options.
+
+Duties of every router's hooks, in this order (the base class calls ``downloads``
+before cancelling and finishing, so the completed slots are still visible there):
+
+* ``downloads``: `observe` (passive latency feedback from subtasks that completed in
+  this step), then `common.schedule_downloads` like uniform and affinity (volunteers
+  need subtask data before they can be chosen);
+* ``place``: `count_queues`, then each pending (user, slot) pair to the node the
+  router chooses, through `route_assign`.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.actions import assign, free_memory, marginal_memory
+from gmm_volunteer.params import DONE
+from gmm_volunteer.policies.base import Scheduler
+from gmm_volunteer.policies.monitor import (
+    I_NFAIL,
+    I_NOBS,
+    LABELS,
+    feedback,
+    monitor_config,
+    new_monitor_arrays,
+)
+from gmm_volunteer.runrecord import MONITOR_OPS
+
+RouteState = namedtuple(
+    "RouteState",
+    "po mf mi mc mg mser pl_node pl_t pl_dec pl_tag nq af ai dlog dn",
+)
+# R.af[0:9]: per tier (local, edge, cloud) Welford count, mean and M2 of the service
+# times learned from completions whose placement carried a tag (queue-aware routers)
+AF_SVC = 0
+N_TIERS = 3
+# decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
+# queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
+D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL = range(7)
+DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized")
+
+
+def option_index(options_model) -> dict[str, int]:
+    """Position of each option in ``R.po`` (declaration order)."""
+    return {name: k for k, name in enumerate(options_model.model_fields)}
+
+
+def option_vector(options) -> np.ndarray:
+    return np.array([float(getattr(options, f)) for f in type(options).model_fields], np.float64)
+
+
+class Router(Scheduler):
+    """Base of the routers: a scheduler with a routing state (module docstring).
+    Subclasses set ``name``, ``Options``, the hooks and, if they need scratch arrays,
+    `scratch_sizes`; `decision_log_size` > 0 keeps a log of decisions."""
+
+    def reset(self, P, rng: np.random.Generator) -> None:
+        self.rng = rng  # the routing state needs the run's length: see prepare
+
+    def scratch_sizes(self, params) -> tuple[int, int]:
+        """Lengths of the float and int scratch arrays ``R.af`` / ``R.ai``."""
+        return 0, 0
+
+    def decision_log_size(self) -> int:
+        return 0
+
+    def prepare(self, params, steps: int) -> None:
+        V, slots = params.n_nodes, params.max_slots
+        nf, ni = self.scratch_sizes(params)
+        mon = new_monitor_arrays(V, steps, monitor_config(self.options))
+        self._R = RouteState(
+            po=option_vector(self.options),
+            **mon,
+            pl_node=np.full((V, slots), -1, np.int64),
+            pl_t=np.zeros((V, slots), np.int64),
+            pl_dec=np.full((V, slots), -1, np.int64),
+            pl_tag=np.full((V, slots), -1, np.int64),
+            nq=np.zeros(V, np.int64),
+            af=np.zeros(max(nf, 1)),
+            ai=np.zeros(max(ni, 1), np.int64),
+            dlog=np.full((max(self.decision_log_size(), 1), len(DECISION_FIELDS)), np.nan),
+            dn=np.zeros(2, np.int64),
+        )
+        self._args = (self._R,)
+
+    def kernel_args(self) -> tuple:
+        return self._args
+
+    def record_series(self, steps: int) -> tuple[dict, dict]:
+        R = self._R
+        series = {
+            "monitor_calls": (("time", "monitor_op"), R.mser[:steps, :, 0].astype(np.float64),
+                              {"long_name": "monitoring calls per step", "units": "1"}),
+            "monitor_bytes": (("time", "monitor_op"), R.mser[:steps, :, 1].astype(np.float64),
+                              {"long_name": "monitoring traffic per step", "units": "B"}),
+            "node_label": (("node",), R.mi[:, 3].astype(np.int8), {
+                "long_name": "label of each node at the end of the run",
+                "flag_values": list(range(len(LABELS))), "flag_meanings": " ".join(LABELS)}),
+            "node_completions_observed": (("node",), R.mi[:, I_NOBS].copy(),
+                                          {"long_name": "completed subtasks fed back", "units": "1"}),
+            "node_placements_lost": (("node",), R.mi[:, I_NFAIL].copy(),
+                                     {"long_name": "placements reset or aborted", "units": "1"}),
+        }
+        coords = {"monitor_op": MONITOR_OPS}
+        if self.decision_log_size() > 0:
+            n = int(min(R.dn[0], R.dlog.shape[0]))
+            series["decision"] = (("decision", "decision_field"), R.dlog[:n].copy(), {
+                "long_name": "routing decisions: predicted and realized subtask delay",
+                "units": "s (step: step index; node, tier: codes)",
+                "decisions_total": int(R.dn[1])})
+            coords["decision_field"] = DECISION_FIELDS
+        return series, coords
+
+
+@njit(cache=True, inline="always")
+def fits(S, P, v, j, t):
+    """v's free memory covers the marginal estimate of one more j (D12)."""
+    return free_memory(S, v) >= marginal_memory(S, P, v, j, t)
+
+
+@njit(cache=True)
+def route_assign(S, P, R, i, p, v, t, dec, tag=-1):
+    """Assign slot p of user i's request to v and remember it (for feedback); `dec` is
+    its decision-log row (-1 none), `tag` = tier + 3 * offset for service learning
+    (-1 none, see `learn_service`)."""
+    assign(S, P, i, p, v, t)
+    R.pl_node[i, p] = v
+    R.pl_t[i, p] = t
+    R.pl_dec[i, p] = dec
+    R.pl_tag[i, p] = tag
+    R.nq[v] += 1
+
+
+@njit(cache=True)
+def learn_service(R, tag, latency):
+    """A service-time sample for tier tag % 3 (Welford's update); tag // 3 is the
+    transfer time to subtract from the latency (s)."""
+    tier = tag % N_TIERS
+    x = max(latency - tag // N_TIERS, 0.0)
+    o = AF_SVC + 3 * tier
+    R.af[o] += 1.0
+    d = x - R.af[o + 1]
+    R.af[o + 1] += d / R.af[o]
+    R.af[o + 2] += d * (x - R.af[o + 1])
+
+
+@njit(cache=True)
+def count_queues(S, R):
+    """R.nq[v] = subtasks placed on v and not done (any active phase), from the live
+    batches: O(batches), plus clearing the counts."""
+    R.nq[:] = 0
+    for k in range(S.n_b[0]):
+        b = S.b_list[k]
+        if S.b_phase[b] != DONE:
+            R.nq[S.b_node[b]] += S.b_size[b]
+
+
+@njit(cache=True)
+def observe(S, P, R, t):
+    """Passive feedback (seed 000 section 5.2): every slot this router placed that is
+    done now gives its node a latency sample, t - placement step (s); a placement that
+    was reset or aborted counts as lost. Runs in the downloads hook, before finished
+    requests release their slots."""
+    for k in range(S.n_rq[0]):
+        i = S.rq_list[k]
+        for p in range(P.task_nsub[S.rq_type[i]]):
+            v = R.pl_node[i, p]
+            if v < 0:
+                continue
+            if R.pl_t[i, p] < S.rq_start[i]:  # left over from the user's earlier request
+                R.pl_node[i, p] = -1
+                continue
+            if S.ex_node[i, p] != v:  # reset (node offline) or aborted by the executor
+                R.mi[v, I_NFAIL] += 1
+                R.pl_node[i, p] = -1
+                continue
+            if S.ex_phase[i, p] == DONE:
+                lat = float(t - R.pl_t[i, p])
+                feedback(R, v, lat, t)
+                R.mi[v, I_NOBS] += 1
+                d = R.pl_dec[i, p]
+                if d >= 0 and d < R.dlog.shape[0]:
+                    R.dlog[d, D_REAL] = lat
+                if R.pl_tag[i, p] >= 0:
+                    learn_service(R, R.pl_tag[i, p], lat)
+                R.pl_node[i, p] = -1
