@@ -329,10 +329,15 @@ class SweepReport:
 
 def _remove_stale_tmp(runs: list[RunSpec]) -> None:
     # Leftovers of killed writers: never read, but they take disk space. Runs about to
-    # be (re)done are ours; do not run two sweeps on one output directory at once.
+    # be (re)done are ours (their writers may have run on other machines, so the pid is
+    # not checked); do not run two sweeps on one output directory at once. Only what
+    # looks like a partial store is removed.
+    from gmm_volunteer.results import _looks_like_partial_store
+
     for r in runs:
         for tmp in r.path.parent.glob(f"{r.path.name}.tmp-*"):
-            shutil.rmtree(tmp, ignore_errors=True)
+            if _looks_like_partial_store(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _record_failure(output: Path, outcome: RunOutcome) -> None:
