@@ -48,8 +48,11 @@ class CommandError(Exception):
 def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.config import ConfigError, load_config
 
+    from gmm_volunteer.preflight import check_run
+
     try:
         cfg = load_config(args.config, args.set or ())
+        check_run(cfg, str(args.config))  # the bundle, and whether the run fits in memory
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 

@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def workdir(tmp_path, monkeypatch) -> Path:
     """An empty current directory with a config `run.yaml` and a (stand-in) bundle."""
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "bundle.yaml").write_text("format: gmmv-model-bundle\n")
+    from engine_support import bundle_dir
+
+    bundle_dir(tmp_path)  # a valid (synthetic) bundle: `gmmv run` checks the config against it
     (tmp_path / "run.yaml").write_text(
         yaml.safe_dump(
             {"seed": 3, "steps": 40, "users": {"count": 20}, "server": {"capacity": 10}, "model": "bundle"}
