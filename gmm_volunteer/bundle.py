@@ -334,15 +334,34 @@ def load_bundle(path: str | os.PathLike) -> Bundle:
     return validate_bundle(data, str(f))
 
 
+def check_bundle_destination(path: str | os.PathLike) -> Path:
+    """Refuse a destination a bundle must not be written to: an existing file, or an
+    existing directory that is not a model bundle (anything but ``bundle.yaml`` and a
+    ``report`` directory in it). Only a bundle is ever replaced. Raises `BundleError`."""
+    dest = Path(path)
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise BundleError(f"{dest}: exists and is not a model bundle directory; refusing to replace it")
+    if dest.exists():
+        names = {p.name for p in dest.iterdir()}
+        if FILENAME not in names or not names <= {FILENAME, "report"}:
+            raise BundleError(f"{dest}: exists and is not a model bundle (a directory with "
+                              f"{FILENAME} and report/ only); refusing to replace it")
+    cwd = Path.cwd().resolve()
+    if dest.resolve() == cwd or dest.resolve() in cwd.parents:
+        raise BundleError(f"{dest}: is the current directory or one of its parents")
+    return dest
+
+
 def write_bundle(data: dict, path: str | os.PathLike, extra_files: dict[str, Path] | None = None) -> Path:
     """Validate and write a bundle directory atomically (tmp dir, then rename).
 
     An invalid bundle raises before anything is written; an existing bundle at `path` is
-    replaced only once the new one is complete. `extra_files` maps names inside the bundle
+    replaced only once the new one is complete, and anything else there is refused
+    (`check_bundle_destination`). `extra_files` maps names inside the bundle
     directory to files or directories to copy in (e.g. a diagnostics report).
     """
     validate_bundle(data, str(path))
-    dest = Path(path)
+    dest = check_bundle_destination(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     try:

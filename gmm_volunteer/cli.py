@@ -215,4 +215,9 @@ def _error(parser: argparse.ArgumentParser, args: argparse.Namespace, message: s
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m gmm_volunteer.cli` runs this file as `__main__`; the extensions raise
+    # `gmm_volunteer.cli.CommandError`, so run the package module's `main`, whose
+    # handlers catch that class (a `__main__.CommandError` is another class).
+    from gmm_volunteer.cli import main as _main
+
+    sys.exit(_main())

@@ -335,3 +335,27 @@ def test_report_does_not_overwrite_a_file_that_is_not_a_report(tmp_path, capsys)
     assert main(["report", str(tmp_path), "-o", str(target)]) == 2
     assert "is not an HTML report" in capsys.readouterr().err
     assert target.read_text() == "steps: 10\n"
+
+
+def test_fit_never_replaces_a_directory_that_is_not_a_bundle(tmp_path, capsys):
+    target = tmp_path / "documents"
+    target.mkdir()
+    (target / "letter.txt").write_text("keep")
+    assert main(["fit", str(tmp_path / "traces"), "-o", str(target), "--quick"]) == 2
+    assert "is not a model bundle" in capsys.readouterr().err
+    assert (target / "letter.txt").read_text() == "keep" and len(list(target.iterdir())) == 1
+    afile = tmp_path / "notes.txt"
+    afile.write_text("keep")
+    assert main(["fit", str(tmp_path / "traces"), "-o", str(afile), "--quick"]) == 2
+    assert afile.read_text() == "keep"
+
+
+def test_module_entry_point_reports_extension_errors_as_exit_2(tmp_path):
+    # `python -m gmm_volunteer.cli` must map the extensions' CommandError like `gmmv` does.
+    import subprocess
+
+    path = write_tiny_grid(tmp_path, seeds=1)
+    proc = subprocess.run([sys.executable, "-m", "gmm_volunteer.cli", "sweep", str(path),
+                           "--scheduler", "uniform"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "not a Dask scheduler address" in proc.stderr
