@@ -26,15 +26,16 @@ _BUNDLES: dict[tuple, object] = {}
 
 
 def bundle_for(cfg, source: str):
-    """The validated bundle of `cfg` (cached per file version); `ConfigError` naming
+    """The validated bundle of `cfg` (cached per file content); `ConfigError` naming
     ``model`` when it cannot be used."""
     from gmm_volunteer.bundle import BundleError, bundle_file, load_bundle
 
+    import hashlib
+
     f = bundle_file(cfg.model)
-    try:
-        st = f.stat()
-        key = (str(f), st.st_mtime_ns, st.st_size)
-    except OSError:
+    try:  # keyed by content: a file rewritten within one clock tick is still seen as new
+        key = (str(f), hashlib.sha256(f.read_bytes()).hexdigest())
+    except (OSError, ValueError):
         key = None
     if key is not None and key in _BUNDLES:
         return _BUNDLES[key]

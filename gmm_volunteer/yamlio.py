@@ -101,8 +101,9 @@ def load_yaml(text: str | bytes, source: str) -> Any:
             raise YAMLInputError(f"{source}: not text (not UTF-8 at byte {exc.start}); is this a binary file?") from None
     if "\x00" in text:
         raise YAMLInputError(f"{source}: not text (it contains a NUL byte); is this a binary file?")
-    loader = _StrictLoader(text)
+    loader = None
     try:
+        loader = _StrictLoader(text)  # reads the stream: refuses control characters
         try:
             node = loader.get_single_node()
         except RecursionError:
@@ -121,4 +122,5 @@ def load_yaml(text: str | bytes, source: str) -> Any:
         kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
         raise YAMLInputError(f"{source}: {kind}{where}: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
