@@ -11,7 +11,6 @@ import gzip
 import json
 import math
 import os
-import time
 
 import numpy as np
 import pytest
