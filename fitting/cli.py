@@ -20,7 +20,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from fitting.fit import fit_bundle
     from fitting.hazard import DEGREES
     from fitting.traces import TraceError
+    from gmm_volunteer.bundle import BundleError, check_bundle_destination
 
+    try:
+        check_bundle_destination(args.output)  # before minutes of fitting
+    except BundleError as err:
+        print(f"gmmv fit: {err}", file=sys.stderr)
+        return EXIT_BAD_TRACES
     try:
         out = fit_bundle(
             args.traces,

@@ -108,8 +108,8 @@ def _read_json(path: Path):
     if not path.exists():
         raise TraceError(f"{rel}: file missing")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise TraceError(f"{rel}: not valid JSON: {err}") from None
 
 
@@ -145,9 +145,13 @@ def _check_catalog(catalog) -> None:
         raise TraceError(f"{rel}: must be a non-empty list of subtask types")
     names = []
     for i, entry in enumerate(catalog):
+        if not isinstance(entry, dict):
+            raise TraceError(f"{rel}: entry {i}: must be a mapping with keys {list(CATALOG_KEYS)}, got {entry!r}")
         for k in CATALOG_KEYS:
             if k not in entry:
                 raise TraceError(f"{rel}: entry {i}: key {k!r} missing")
+        if not isinstance(entry["name"], str) or not entry["name"].strip():
+            raise TraceError(f"{rel}: entry {i}: key 'name' must be a non-empty string, got {entry['name']!r}")
         for k in ("data_size_mb", "input_size_mb", "output_size_mb"):
             v = entry[k]
             if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0 or v > ABSURD["storage_mb"]:
@@ -169,6 +173,15 @@ def _check_runs(runs, consumption, catalog) -> None:
         raise TraceError(f"subtasks/runs.csv.gz: column 'subtask_type': catalog types {missing} have no runs")
     if runs["run_id"].duplicated().any():
         raise TraceError("subtasks/runs.csv.gz: column 'run_id': duplicate run ids")
+    for col in ("download_s", "execution_s", "upload_s"):
+        v = runs[col].to_numpy()
+        if (v <= 0).any():
+            i = int(np.flatnonzero(v <= 0)[0])
+            raise TraceError(f"subtasks/runs.csv.gz: column {col!r}: {v[i]} at row {i + 2}; "
+                             "every phase of a run takes time (> 0 s)")
+        if len(v) > 1 and np.all(v == v[0]):
+            raise TraceError(f"subtasks/runs.csv.gz: column {col!r}: every run has the same value "
+                             f"{v[0]}; durations this degenerate are not measurements")
     bs = runs["batch_size"].to_numpy()
     if (bs < 1).any() or (bs != np.round(bs)).any():
         raise TraceError("subtasks/runs.csv.gz: column 'batch_size': must be integers >= 1")
@@ -181,11 +194,66 @@ def _check_runs(runs, consumption, catalog) -> None:
     orphan = sorted(set(consumption["run_id"].tolist()) - known)
     if orphan:
         raise TraceError(f"subtasks/consumption.csv.gz: column 'run_id': runs {orphan[:5]} not in runs.csv.gz")
+    _check_series(consumption, ("run_id", "phase"), "subtasks/consumption.csv.gz")
     have = set(zip(consumption["run_id"].tolist(), consumption["phase"].tolist()))
     for rid in runs["run_id"].tolist():
         for ph in PHASES:
             if (rid, ph) not in have:
                 raise TraceError(f"subtasks/consumption.csv.gz: column 'phase': run {rid:g} has no {ph!r} rows")
+
+
+def _check_series(df, keys: tuple[str, ...], rel: str) -> None:
+    """Samples of one series (rows sharing `keys`) have strictly increasing ``t`` in file
+    order, and no row appears twice."""
+    dup = df.duplicated()
+    if dup.any():
+        i = int(np.flatnonzero(dup.to_numpy())[0])
+        raise TraceError(f"{rel}: row {i + 2} repeats an earlier row exactly (duplicated rows)")
+    for key, group in df.groupby(list(keys), sort=False):
+        t = group["t"].to_numpy()
+        bad = np.flatnonzero(np.diff(t) <= 0)
+        if bad.size:
+            row = int(group.index[bad[0] + 1]) + 2
+            what = ", ".join(f"{k} {v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,)))
+            raise TraceError(f"{rel}: column 't': not strictly increasing at row {row} ({what}); "
+                             "rows shuffled or repeated?")
+
+
+def _check_levels(levels) -> None:
+    rel = "downloads/levels.json"
+    if not isinstance(levels, dict):
+        raise TraceError(f"{rel}: must be a mapping with key 'levels_mbps', got {type(levels).__name__}")
+    lv = levels.get("levels_mbps")
+    if not isinstance(lv, list) or not lv or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) and 0 < x <= ABSURD["mbps"]
+            for x in lv):
+        raise TraceError(f"{rel}: key 'levels_mbps': must be a non-empty list of bandwidths > 0 in Mbit/s, got {lv!r}")
+    if "preliminary" in levels and not isinstance(levels["preliminary"], bool):
+        raise TraceError(f"{rel}: key 'preliminary': must be true or false, got {levels['preliminary']!r}")
+    iters = levels.get("iters")
+    if iters is not None and (not isinstance(iters, int) or isinstance(iters, bool) or not 0 <= iters <= 100_000):
+        raise TraceError(f"{rel}: key 'iters': must be an integer in 0..100000, got {iters!r}")
+
+
+def _check_download_meta(root: Path, catalog) -> None:
+    """``downloads/meta.json`` is optional; when present it must be what the collector
+    writes: a mapping whose ``runs`` entries name a run id (and a catalog type)."""
+    path = root / "downloads" / "meta.json"
+    if not path.exists():
+        return
+    rel = "downloads/meta.json"
+    meta = _read_json(path)
+    if not isinstance(meta, dict):
+        raise TraceError(f"{rel}: must be a mapping (date, command, runs, ...), got {type(meta).__name__}")
+    runs = meta.get("runs", [])
+    if not isinstance(runs, list):
+        raise TraceError(f"{rel}: key 'runs': must be a list of download runs, got {type(runs).__name__}")
+    names = {e["name"] for e in catalog}
+    for i, r in enumerate(runs):
+        if not isinstance(r, dict) or not isinstance(r.get("run_id"), (int, float)) or isinstance(r.get("run_id"), bool):
+            raise TraceError(f"{rel}: key 'runs.{i}': must be a mapping with a numeric 'run_id', got {r!r}")
+        if "subtask_type" in r and r["subtask_type"] not in names:
+            raise TraceError(f"{rel}: key 'runs.{i}.subtask_type': {r['subtask_type']!r} is not in subtasks/catalog.json")
 
 
 def _attach_download_types(root: Path, downloads, catalog) -> None:
@@ -223,7 +291,11 @@ def load_traces(root: str | Path) -> Traces:
     downloads = _read_csv(root / "downloads" / "downloads.csv.gz", DOWNLOAD_COLUMNS, min_rows=MIN_RUNS)
     if (downloads["level_mbps"].to_numpy() <= 0).any():
         raise TraceError("downloads/downloads.csv.gz: column 'level_mbps': must be > 0")
+    _check_series(downloads, ("level_mbps", "run_id"), "downloads/downloads.csv.gz")
+    _check_download_meta(root, catalog)
     _attach_download_types(root, downloads, catalog)
     levels_path = root / "downloads" / "levels.json"
     levels = _read_json(levels_path) if levels_path.exists() else None
+    if levels is not None:
+        _check_levels(levels)
     return Traces(root, resources, machine, catalog, runs, consumption, downloads, levels)

@@ -48,24 +48,29 @@ class CommandError(Exception):
 def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.config import ConfigError, load_config
 
+    from gmm_volunteer.preflight import check_run
+
     try:
         cfg = load_config(args.config, args.set or ())
+        check_run(cfg, str(args.config))  # the bundle, and whether the run fits in memory
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 
-    from gmm_volunteer.results import is_complete
+    from gmm_volunteer.results import OutputPathError, check_output_path, clean_stale
 
     out = Path(args.output) if args.output else cfg.output_path(args.config)
+    # Checked before simulating so that a long run is not wasted. Only a store this
+    # program wrote is ever replaced, and only with --force.
+    try:
+        out = check_output_path(out, force=args.force)
+        notes = clean_stale(out)  # may put back a store whose replacement was killed
+        for note in notes:
+            print(f"gmmv run: note: {note}", file=sys.stderr)
+        if notes:
+            check_output_path(out, force=args.force)
+    except OutputPathError as exc:
+        raise CommandError(str(exc)) from None
     cfg.output.path = str(out)
-    # Checked before simulating so that a long run is not wasted. A path that exists
-    # but is no complete store is not ours to delete without --force.
-    if out.exists() and not args.force:
-        if is_complete(out):
-            raise CommandError(f"{out}: a complete result store already exists; use --force to replace it")
-        raise CommandError(
-            f"{out}: exists and is not a complete result store; "
-            "remove it or use --force to replace it"
-        )
 
     from gmm_volunteer.engine import simulate
     from gmm_volunteer.results import write_result
@@ -210,4 +215,9 @@ def _error(parser: argparse.ArgumentParser, args: argparse.Namespace, message: s
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m gmm_volunteer.cli` runs this file as `__main__`; the extensions raise
+    # `gmm_volunteer.cli.CommandError`, so run the package module's `main`, whose
+    # handlers catch that class (a `__main__.CommandError` is another class).
+    from gmm_volunteer.cli import main as _main
+
+    sys.exit(_main())

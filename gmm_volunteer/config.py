@@ -68,6 +68,21 @@ class ConfigError(Exception):
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=())
 
+# Numeric domains (docs/usage.md, "Limits"). Beyond them a value is not a setting anyone
+# means, and the arithmetic of the model would overflow (durations, capacities), take
+# forever (burn-in) or not fit the kernels' integer types (users, steps).
+MAX_USERS = 100_000_000
+MAX_STEPS = 1_000_000_000  # about 32 years of 1 s steps
+MAX_CAPACITY = 1e6  # capacity multiplier
+MAX_PROFILE = 1e9  # base_profile value, in its unit (Mbit/s, %, MB)
+MAX_BURN_IN = 10_000
+MAX_SECONDS = 1e12  # a duration law's scale or mean (about 31,700 years)
+MIN_SHAPE, MAX_SHAPE = 0.05, 100.0  # Weibull and Pareto shapes
+MAX_LOG_MU = 30.0  # lognormal mu, log seconds: exp(30) s is about 10^13 s
+MAX_LOG_SIGMA = 10.0
+MAX_ALLOCATION_SD = 10.0  # sd of an allocation fraction (1 = the whole maximum)
+MAX_REQUEST_TYPES = 127  # request types are stored as int8
+
 
 class _DistBase(BaseModel):
     """Base of the duration laws. Each law defines ``survival(t)`` (S(t) = P(duration >
@@ -80,8 +95,8 @@ class Weibull(_DistBase):
     """S(t) = exp(-(t / scale)^shape) for t >= 0."""
 
     dist: Literal["weibull"]
-    scale: float = Field(gt=0)
-    shape: float = Field(gt=0)
+    scale: float = Field(gt=0, le=MAX_SECONDS)
+    shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
     def survival(self, t):
         t = np.asarray(t, dtype=float)
@@ -98,8 +113,8 @@ class LogNormal(_DistBase):
     """S(t) = 1 - Phi((log t - mu) / sigma) for t > 0 (mu, sigma of log seconds)."""
 
     dist: Literal["lognormal"]
-    mu: float
-    sigma: float = Field(gt=0)
+    mu: float = Field(ge=-MAX_LOG_MU, le=MAX_LOG_MU)
+    sigma: float = Field(gt=0, le=MAX_LOG_SIGMA)
 
     def survival(self, t):
         from scipy.special import ndtr
@@ -120,8 +135,8 @@ class Pareto(_DistBase):
     """S(t) = 1 for t < scale and (scale / t)^shape otherwise."""
 
     dist: Literal["pareto"]
-    scale: float = Field(gt=0)
-    shape: float = Field(gt=0)
+    scale: float = Field(gt=0, le=MAX_SECONDS)
+    shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
     def survival(self, t):
         t = np.asarray(t, dtype=float)
@@ -140,7 +155,7 @@ class Exponential(_DistBase):
     """S(t) = exp(-t / mean) for t >= 0."""
 
     dist: Literal["exponential"]
-    mean_: float = Field(gt=0, alias="mean")
+    mean_: float = Field(gt=0, le=MAX_SECONDS, alias="mean")
 
     model_config = ConfigDict(**_STRICT, serialize_by_alias=True)
 
@@ -229,11 +244,11 @@ class AllocationMeans(_Fractions):
 class AllocationSds(_Fractions):
     """Standard deviation of the allocation fraction per resource."""
 
-    band_in: float | None = Field(None, ge=0)
-    band_out: float | None = Field(None, ge=0)
-    cpu: float | None = Field(None, ge=0)
-    memory: float | None = Field(None, ge=0)
-    storage: float | None = Field(None, ge=0)
+    band_in: float | None = Field(None, ge=0, le=MAX_ALLOCATION_SD)
+    band_out: float | None = Field(None, ge=0, le=MAX_ALLOCATION_SD)
+    cpu: float | None = Field(None, ge=0, le=MAX_ALLOCATION_SD)
+    memory: float | None = Field(None, ge=0, le=MAX_ALLOCATION_SD)
+    storage: float | None = Field(None, ge=0, le=MAX_ALLOCATION_SD)
 
 
 class _AllocationLaw(_Section):
@@ -305,24 +320,24 @@ UserAllocationLaw = Annotated[UserAllocation, BeforeValidator(_allocation_shorth
 
 
 class Users(_Section):
-    count: int = Field(ge=1)
-    capacity: float = Field(1.0, gt=0)
+    count: int = Field(ge=1, le=MAX_USERS)
+    capacity: float = Field(1.0, gt=0, le=MAX_CAPACITY)
     allocation: UserAllocationLaw = Field(default_factory=UserAllocation)
 
 
 class Server(_Section):
-    capacity: float = Field(gt=0)
+    capacity: float = Field(gt=0, le=MAX_CAPACITY)
     allocation: ServerAllocationLaw = Field(default_factory=ServerAllocation)
 
 
 class BaseProfile(_Section):
     """Maximum allocation of a node at capacity multiplier 1 (paper section 3.1)."""
 
-    band_in: float = Field(100.0, gt=0)  # Mbit/s
-    band_out: float = Field(100.0, gt=0)  # Mbit/s
-    cpu: float = Field(200.0, gt=0)  # %, 100 = one core
-    memory: float = Field(2500.0, gt=0)  # MB
-    storage: float = Field(3000.0, gt=0)  # MB
+    band_in: float = Field(100.0, gt=0, le=MAX_PROFILE)  # Mbit/s
+    band_out: float = Field(100.0, gt=0, le=MAX_PROFILE)  # Mbit/s
+    cpu: float = Field(200.0, gt=0, le=MAX_PROFILE)  # %, 100 = one core
+    memory: float = Field(2500.0, gt=0, le=MAX_PROFILE)  # MB
+    storage: float = Field(3000.0, gt=0, le=MAX_PROFILE)  # MB
 
     def as_array(self) -> np.ndarray:
         """Values in the order of `gmm_volunteer.runrecord.RESOURCES`."""
@@ -383,6 +398,8 @@ class Requests(_Section):
     def _probabilities(cls, v: list[float]) -> list[float]:
         if not v:
             raise ValueError("must list at least one probability")
+        if len(v) > MAX_REQUEST_TYPES:
+            raise ValueError(f"at most {MAX_REQUEST_TYPES} request types (got {len(v)})")
         for i, p in enumerate(v):
             if not (p >= 0.0) or not math.isfinite(p):
                 raise ValueError(f"entry {i} must be >= 0 (got {p!r})")
@@ -394,7 +411,7 @@ class Requests(_Section):
 
 class Allocation(_Section):
     restart: Literal["burn_in", "freeze"] = "burn_in"
-    burn_in_steps: int = Field(100, ge=0)
+    burn_in_steps: int = Field(100, ge=0, le=MAX_BURN_IN)
 
 
 class Execution(_Section):
@@ -412,8 +429,8 @@ class Output(_Section):
 class RunConfig(_Section):
     """One run of the simulator; see docs/usage.md for every key."""
 
-    seed: int | None = Field(None, ge=0)
-    steps: int = Field(ge=1)
+    seed: int | None = Field(None, ge=0, lt=2**128)
+    steps: int = Field(ge=1, le=MAX_STEPS)
     users: Users
     server: Server
     base_profile: BaseProfile = Field(default_factory=BaseProfile)
@@ -510,21 +527,20 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     file's directory; relative ``model`` paths given as overrides resolve against the
     current directory.
     """
-    path = Path(path)
+    from gmm_volunteer.yamlio import YAMLInputError, load_yaml
+
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        path = Path(path)
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{source}: file not found") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # a directory, no permission, a NUL byte in the name
         raise ConfigError(f"{source}: cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{source}: YAML syntax error{where}: {problem}") from None
+        data = load_yaml(raw, source)
+    except YAMLInputError as exc:
+        raise ConfigError(str(exc)) from None
     if data is None:
         raise ConfigError(f"{source}: file is empty (expected a mapping of config keys)")
     if not isinstance(data, dict):
@@ -532,7 +548,7 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
 
     parsed = dict(parse_override(o, source) for o in overrides)
     if isinstance(parsed.get("model"), str):
-        parsed["model"] = _absolute(parsed["model"], Path.cwd())
+        parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)
     data = apply_overrides(data, parsed, source)
     return config_from_dict(data, source=source, base_dir=path.resolve().parent)
 
@@ -551,18 +567,26 @@ def config_from_dict(
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     model = data.get("model", DEFAULT_MODEL)
     if isinstance(model, str):
-        data["model"] = _absolute(model, base)
+        data["model"] = _absolute(model, base, source)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, data, source)) from None
 
 
-def _absolute(p: str, base: Path) -> str:
-    path = Path(p).expanduser()
+def _absolute(p: str, base: Path, source: str = "<config>") -> str:
+    if "\0" in p:
+        raise ConfigError(f"{source}: model: path contains a NUL byte ({p!r})")
+    try:
+        path = Path(p).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise ConfigError(f"{source}: model: cannot expand {p!r}: {exc}") from None
     if not path.is_absolute():
         path = base / path
-    return str(Path(path).resolve())
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError) as exc:  # e.g. a symlink loop
+        raise ConfigError(f"{source}: model: cannot resolve {p!r}: {exc}") from None
 
 
 def _kind(x: Any) -> str:
@@ -582,10 +606,12 @@ def parse_override(text: str, source: str = "<overrides>") -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"{source}: --set {text!r}: malformed override, expected KEY=VALUE")
+    from gmm_volunteer.yamlio import YAMLInputError, load_yaml
+
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
+        value = load_yaml(raw, "") if raw.strip() else None
+    except YAMLInputError as exc:
+        problem = str(exc).removeprefix(": ")
         raise ConfigError(f"{source}: {key}: cannot parse override value {raw!r}: {problem}") from None
     return key, value
 
@@ -764,20 +790,26 @@ def _describe(err: dict) -> str:
     if kind == "greater_than":
         return f"must be > {_num(ctx['gt'])} (got {got!r})"
     if kind == "less_than_equal":
-        return f"must be <= {_num(ctx['le'])} (got {got!r})"
+        return f"must be <= {_num(ctx['le']):,} (got {got!r})" if isinstance(_num(ctx['le']), int) \
+            else f"must be <= {_num(ctx['le']):g} (got {got!r})"
+    if kind == "less_than":
+        return f"must be < {_num(ctx['lt'])} (got {got!r})"
     if kind in ("int_type", "int_from_float"):
-        return f"must be an integer (got {_got(got)})"
+        hint = ""
+        if isinstance(got, float) and math.isfinite(got) and got.is_integer():
+            # 1e3 and 1.0 read as real numbers; an integer key wants 1000.
+            hint = f"; write {int(got)}: a number with a decimal point or an exponent is a real number"
+        elif isinstance(got, str) and re.fullmatch(r"\s*[-+]?[0-9]+\s*", got):
+            hint = "; remove the quotes to make it a number"
+        return f"must be an integer (got {_got(got)}{hint})"
     if kind == "float_type":
         hint = ""
         if isinstance(got, str):
-            if re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", got.strip()):
-                hint = f"; YAML reads {got} as text, write {got.lower().replace('e', '.0e', 1)}"
-            else:
-                try:
-                    float(got)
-                    hint = "; remove the quotes to make it a number"
-                except ValueError:
-                    pass
+            try:
+                float(got)
+                hint = "; remove the quotes to make it a number"
+            except ValueError:
+                pass
         return f"must be a number (got {_got(got)}{hint})"
     if kind == "finite_number":
         return f"must be a finite number (got {got!r})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     CommandError = _command_error()
     if args.workers is not None and args.workers < 1:
         raise CommandError(f"--workers must be >= 1 (got {args.workers})")
+    if args.old_scheduler is not None:
+        print("gmmv sweep: warning: --scheduler is a deprecated spelling of --dask-address "
+              "(the address of a Dask scheduler, not the sweep's scheduling policy)", file=sys.stderr)
+        if args.dask_address is None:
+            args.dask_address = args.old_scheduler
+    if args.dask_address is not None:
+        if args.serial:
+            raise CommandError("--dask-address and --serial exclude each other")
+        try:
+            check_dask_address(args.dask_address)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
 
     try:
         overrides = dict(parse_override(o, "--set") for o in args.set)
@@ -35,23 +48,69 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         grid = load_grid(args.grid, output=args.output, overrides=overrides)
     except (GridError, ConfigError) as exc:
         raise CommandError(str(exc)) from None
+    if args.dask_address is None and not args.dry_run:
+        _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
     if args.dry_run:
         for r in grid.runs():
             state = "complete" if is_complete(r.path) else "to run"
             print(f"{state:9} {r.path}")
         return 0
-    where = args.scheduler or ("this process" if args.serial else
+    where = args.dask_address or ("this process" if args.serial else
                                f"a local cluster of {args.workers or os.cpu_count() or 1} worker processes")
     n = len(grid.runs())
     print(f"sweep {grid.source}: {n} runs over {', '.join(f'{k}={len(v)}' for k, v in grid.coords().items())} "
           f"-> {grid.output} (on {where})", file=sys.stderr)
     try:
-        report = run_sweep(grid, address=args.scheduler, workers=args.workers, serial=args.serial,
+        report = run_sweep(grid, address=args.dask_address, workers=args.workers, serial=args.serial,
                            progress=not args.quiet, combine=not args.no_combine)
     except SchedulerUnreachable as exc:
         raise CommandError(str(exc)) from None
     print(report.text())
     return 0 if report.ok else 1
+
+
+_ADDRESS = re.compile(r"^(?:(?P<scheme>[a-z][a-z0-9+.-]*)://)?(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)"
+                      r":(?P<port>[0-9]{1,5})/?$")
+
+
+def check_dask_address(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once an address that is not ``[scheme://]host:port`` or where nothing
+    answers (a TCP connection within `timeout` seconds); raises `ValueError`."""
+    import socket
+
+    m = _ADDRESS.match(address.strip())
+    if m is None or not 0 < int(m["port"]) < 65536:
+        raise ValueError(
+            f"--dask-address {address!r}: not a Dask scheduler address (expected "
+            "[tcp://]HOST:PORT, e.g. tcp://10.0.0.5:8786). The sweep's scheduling policy "
+            "is a config key: put `scheduler` in the grid or use --set scheduler=NAME")
+    if m["scheme"] not in (None, "tcp", "tls"):
+        return  # other transports (inproc, ucx) are left to Dask to check
+    host = m["host"].strip("[]")
+    try:
+        socket.create_connection((host, int(m["port"])), timeout=timeout).close()
+    except OSError as exc:
+        raise ValueError(f"--dask-address {address!r}: no Dask scheduler answers there ({exc})") from None
+
+
+def _check_local_memory(grid, workers: int) -> None:
+    """Refuse a local sweep whose largest run, times the runs going at once, cannot fit
+    in the memory available now."""
+    from gmm_volunteer.preflight import _gb, available_memory, bundle_for, estimate_memory
+
+    avail = available_memory()
+    runs = grid.runs()
+    if avail is None or not runs:
+        return
+    biggest = max(runs, key=lambda r: r.config.users.count * r.config.steps)
+    need = estimate_memory(biggest.config, bundle_for(biggest.config, str(grid.source)))
+    parallel = min(workers, len(runs))
+    if need * parallel > avail:
+        raise _command_error()(
+            f"{grid.source}: users.count: run {biggest.name} needs about {_gb(need)} of memory"
+            + (f", {parallel} at once {_gb(need * parallel)}" if parallel > 1 else "")
+            + f", but only {_gb(avail)} are available; use fewer users or steps"
+            + (" or fewer --workers" if parallel > 1 else ""))
 
 
 def _cmd_combine(args: argparse.Namespace) -> int:
@@ -60,7 +119,7 @@ def _cmd_combine(args: argparse.Namespace) -> int:
     CommandError = _command_error()
     try:
         path = write_combined(args.output_dir, args.out)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, FileExistsError) as exc:
         raise CommandError(str(exc)) from None
     print(f"wrote {path}")
     return 0
@@ -84,11 +143,52 @@ def _open_results(path: str):
     return ds
 
 
+def _select(ds, selections: list[str], source: str):
+    """Apply ``DIM=VALUE`` selections; refuse (exit 2) a grid dimension the report has
+    no axis for, naming its values."""
+    from gmm_volunteer import figures
+    from gmm_volunteer.config import ConfigError, parse_override
+
+    CommandError = _command_error()
+    for text in selections:
+        try:
+            dim, value = parse_override(text, "--sel")
+        except ConfigError as exc:
+            raise CommandError(str(exc).replace("--set", "--sel")) from None
+        if dim not in ds.dims:
+            raise CommandError(f"--sel {text}: {source} has no dimension {dim!r} "
+                               f"(dimensions: {', '.join(map(str, ds.dims))})")
+        values = [v.item() if hasattr(v, "item") else v for v in ds[dim].values]
+        match = [i for i, v in enumerate(values) if v == value or str(v) == str(value)]
+        if not match:
+            raise CommandError(f"--sel {text}: {dim} has no value {value!r} (values: "
+                               f"{', '.join(map(str, values))})")
+        ds = ds.isel({dim: match[0]}, drop=True)
+    for d in ds.dims:
+        if d not in figures.GRID_DIMS and d not in figures.INNER_DIMS and ds.sizes[d] > 1:
+            values = ", ".join(str(v) for v in ds[d].values) if d in ds.coords else f"{ds.sizes[d]} values"
+            raise CommandError(f"{source}: dimension {d!r} ({values}): the report's figures have "
+                               f"no axis for it; choose one value with --sel {d}=VALUE")
+    return ds
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from gmm_volunteer.report import write_report
 
-    ds = _open_results(args.results)
-    out = write_report(ds, args.output, title=args.title)
+    CommandError = _command_error()
+    out = Path(args.output)
+    if out.is_dir():
+        raise CommandError(f"-o {args.output}: is a directory; give the report's file name")
+    if out.exists():
+        try:
+            head = out.open("rb").read(64)
+        except OSError as exc:
+            raise CommandError(f"-o {args.output}: cannot read: {exc}") from None
+        if not head.lstrip().lower().startswith(b"<!doctype html>"):
+            raise CommandError(f"-o {args.output}: exists and is not an HTML report; "
+                               "refusing to replace it")
+    ds = _select(_open_results(args.results), args.sel, args.results)
+    out = write_report(ds, out, title=args.title)
     print(f"wrote {out}")
     return 0
 
@@ -102,8 +202,13 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         targets = parse_targets(args.p99)
     except ValueError as exc:
         raise CommandError(f"--p99: {exc}") from None
+    from gmm_volunteer.preflight import available_memory, check_run
+
     try:
         cfg = load_config(args.config, args.set or ())
+        avail = available_memory()
+        workers = max(1, args.workers or 1)
+        check_run(cfg, str(args.config), available=None if avail is None else avail // workers)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
@@ -128,9 +233,10 @@ def add_subcommands(subparsers) -> None:
                     "is not complete, then combine them (docs/experiments.md).",
     )
     p.add_argument("grid", metavar="GRID", help="grid file (YAML)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
+    p.add_argument("--dask-address", metavar="ADDRESS",
                    help="address of a running Dask scheduler, e.g. tcp://host:8786 "
                         "(default: a local cluster on this machine)")
+    p.add_argument("--scheduler", dest="old_scheduler", metavar="ADDRESS", help=argparse.SUPPRESS)
     p.add_argument("--workers", type=int, metavar="N",
                    help="local worker processes (default: all cores)")
     p.add_argument("--serial", action="store_true", help="run in this process, one run at a time")
@@ -159,6 +265,9 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("results", metavar="RESULTS", help="sweep output directory or combined store")
     p.add_argument("-o", "--output", metavar="HTML", default="report.html", help="default report.html")
     p.add_argument("--title", default="gmm-volunteer sweep report")
+    p.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE",
+                   help="keep one value of a grid dimension the figures have no axis for "
+                        "(e.g. --sel model=/path/to/bundle); repeatable")
     p.set_defaults(func=_cmd_report)
 
     p = subparsers.add_parser(

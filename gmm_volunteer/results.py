@@ -4,7 +4,9 @@
 (named dims, units, flag attributes, coords). `write_result` writes it atomically:
 everything goes to ``<path>.tmp-<pid>``, the ``complete`` attribute is set last, and
 only then is the directory renamed into place. A store without ``complete`` is never
-opened as a result.
+opened as a result. Only a store this program wrote (`is_own_store`) is ever replaced;
+`check_output_path` refuses unusable output paths before a run starts and
+`clean_stale` deals with the leftovers of killed writers.
 
 String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
 type); fixed-width unicode has no zarr v3 specification. Metadata is not consolidated
@@ -13,7 +15,9 @@ type); fixed-width unicode has no zarr v3 specification. Metadata is not consoli
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +36,10 @@ RESOURCE_UNITS = {
 }
 
 COMPLETE_ATTR = "complete"
+
+
+class OutputPathError(ValueError):
+    """An output path that a result store must not be written to (or replace)."""
 
 
 class IncompleteResultError(RuntimeError):
@@ -252,6 +260,156 @@ def is_complete(path) -> bool:
         return False
 
 
+def _group_attrs(path: Path) -> dict | None:
+    """The attributes in ``path/zarr.json`` when it is a zarr v3 group, else None."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("node_type") != "group":
+        return None
+    attrs = meta.get("attributes")
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _only_zarr_entries(path: Path) -> bool:
+    """Every entry of `path` is zarr metadata or an array/group directory with its own
+    metadata: nothing a person or another program put there."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    for e in entries:
+        if e.name == "zarr.json" and e.is_file(follow_symlinks=False):
+            continue
+        if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "zarr.json")):
+            continue
+        return False
+    return True
+
+
+def is_own_store(path) -> bool:
+    """True when `path` is a result store this program wrote (complete or not): a real
+    directory holding a zarr group whose attributes carry ``gmmv_version``, with no
+    entry zarr did not put there. Only such a directory is ever replaced or removed."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    attrs = _group_attrs(path)
+    return attrs is not None and "gmmv_version" in attrs and _only_zarr_entries(path)
+
+
+def check_output_path(path, force: bool = False) -> Path:
+    """Refuse, before anything is simulated, an output path a result store cannot go to.
+
+    Refused: a path with a NUL byte or an unknown ``~user``; the current directory, one
+    of its parents or a filesystem root; an existing file, symbolic link or directory
+    that is not a result store this program wrote (even with `force`); a complete store
+    without `force`; a parent that is a file or not writable. Returns the path with
+    ``~`` expanded. Raises `OutputPathError`.
+    """
+    text = os.fspath(path)
+    if "\0" in text:
+        raise OutputPathError(f"{text!r}: output path contains a NUL byte")
+    try:
+        p = Path(text).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise OutputPathError(f"{text}: cannot expand the output path: {exc}") from None
+    resolved = p.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise OutputPathError(
+            f"{text}: is the current directory or one of its parents; a result store "
+            "needs a path of its own (e.g. results/run.zarr)")
+    if p.is_symlink():
+        raise OutputPathError(f"{text}: is a symbolic link; refusing to write a result store there")
+    if p.exists():
+        if not p.is_dir():
+            raise OutputPathError(f"{text}: exists and is not a directory (not a result store); "
+                                  "refusing to replace it")
+        if not is_own_store(p):
+            raise OutputPathError(
+                f"{text}: exists and is not a result store written by gmmv; refusing to "
+                "replace it (even with --force): remove it yourself or choose another path")
+        if not force:
+            if is_complete(p):
+                raise OutputPathError(f"{text}: a complete result store already exists; "
+                                      "use --force to replace it")
+            raise OutputPathError(f"{text}: exists and is not a complete result store; "
+                                  "use --force to replace it")
+    parent = resolved.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputPathError(f"{text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{text}: cannot write in {parent} (permission denied)")
+    return p
+
+
+_STALE = re.compile(r"^(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or not ours to judge: keep its files
+    return True
+
+
+def _looks_like_partial_store(path: Path) -> bool:
+    """A directory a killed writer may have left: empty, or zarr entries only."""
+    return path.is_dir() and not path.is_symlink() and _only_zarr_entries(path) and (
+        not (path / "zarr.json").exists() or _group_attrs(path) is not None)
+
+
+def clean_stale(path) -> list[str]:
+    """Deal with ``<path>.tmp-<pid>`` and ``<path>.old-<pid>`` left by a killed writer.
+
+    Only entries whose process (on this machine) is gone are touched. A partial
+    ``.tmp-`` store is removed. An ``.old-`` store is the previous store moved aside
+    while a new one was renamed into place: it is removed when a complete store is at
+    `path`, and renamed back when nothing is. Anything that does not look like a store
+    this program wrote is left alone and reported. Returns one line per action.
+    """
+    path = Path(path)
+    parent = path.parent
+    notes: list[str] = []
+    try:
+        siblings = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return notes
+    for entry in siblings:
+        m = _STALE.match(entry.name)
+        if m is None or m["name"] != path.name or _pid_alive(int(m["pid"])):
+            continue
+        if m["kind"] == "tmp":
+            if _looks_like_partial_store(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+                notes.append(f"removed {entry} (an unfinished write of process {m['pid']}, which is gone)")
+            else:
+                notes.append(f"left {entry} alone: named like an unfinished write but not a store gmmv wrote")
+            continue
+        if not is_own_store(entry):
+            notes.append(f"left {entry} alone: named like a replaced store but not a store gmmv wrote")
+        elif not path.exists() and not path.is_symlink() and is_complete(entry):
+            os.rename(entry, path)
+            notes.append(f"restored {path} from {entry.name} (its replacement by process "
+                         f"{m['pid']} was interrupted)")
+        elif is_own_store(path) and is_complete(path):
+            shutil.rmtree(entry, ignore_errors=True)
+            notes.append(f"removed {entry} (a store replaced by process {m['pid']}, which is gone)")
+        else:
+            notes.append(f"left {entry} alone: a store replaced by process {m['pid']}; "
+                         f"{path} is not a complete store to keep instead")
+    return notes
+
+
 def _encoding(ds: xr.Dataset) -> dict:
     # Requests can number millions; series 100,000 steps. One chunk per variable up to a
     # few MB keeps per-run stores to a handful of files without big reads.
@@ -281,20 +439,25 @@ def write_result(record_or_ds, path, overwrite: bool = False) -> Path:
     """Write one run's result store atomically; return its path.
 
     The store is built in ``<path>.tmp-<pid>``; ``complete`` is set last and the
-    directory is then renamed to `path`. With `overwrite`, an existing store is removed
-    only after the new one is fully written. Without it, an existing complete store
-    raises `FileExistsError` and is left untouched. An existing *incomplete* store at
-    `path` (left by a crash before the rename was possible) is replaced.
+    directory is then renamed to `path`. Only a store this program wrote
+    (`is_own_store`) is ever replaced: with `overwrite`, an existing one is removed only
+    after the new one is fully written; without it, a complete one raises
+    `FileExistsError` and is left untouched, while an incomplete one (left by a crash
+    before the rename was possible) is replaced. Any other file or directory at `path`
+    raises `FileExistsError`, with or without `overwrite`. Leftovers of killed writers
+    are dealt with first (`clean_stale`).
     """
     path = Path(path)
     ds = record_or_ds if isinstance(record_or_ds, xr.Dataset) else build_dataset(record_or_ds)
+    clean_stale(path)
+    if path.is_symlink() or (path.exists() and not is_own_store(path)):
+        raise FileExistsError(f"{path} exists and is not a result store written by gmmv; "
+                              "refusing to replace it")
     if path.exists() and not overwrite and is_complete(path):
         raise FileExistsError(
             f"result store {path} already exists and is complete; "
             "pass overwrite=True (CLI: --force) to replace it"
         )
-    if path.exists() and not path.is_dir():
-        raise FileExistsError(f"{path} exists and is not a result store directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     if tmp.exists():

@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
-from gmm_volunteer.results import is_complete, write_result
+from gmm_volunteer.results import is_complete, is_own_store, write_result
 
 # Grid keys the paper sweeps get short dimension names; others use the key with '_'.
 DIM_NAMES = {
@@ -155,14 +153,16 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
     """
     from gmm_volunteer.config import ConfigError
 
-    path = Path(path)
+    from gmm_volunteer.yamlio import YAMLInputError, load_yaml
+
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        path = Path(path)
+        data = load_yaml(path.read_bytes(), source)
     except FileNotFoundError:
         raise GridError(f"{source}: file not found") from None
-    except yaml.YAMLError as exc:
-        raise GridError(f"{source}: YAML syntax error: {exc}") from None
+    except (OSError, ValueError) as exc:  # YAMLInputError, a directory, a NUL byte
+        raise GridError(str(exc) if isinstance(exc, YAMLInputError) else f"{source}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise GridError(f"{source}: top level must be a mapping with keys {', '.join(GRID_KEYS)}")
     for key in data:
@@ -173,13 +173,15 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
             raise GridError(f"{source}: {key}: required key is missing")
     if not isinstance(data["base"], str):
         raise GridError(f"{source}: base: must be a path to a run config, got {data['base']!r}")
-    base = (path.resolve().parent / data["base"]).resolve()
-    if not base.is_file():
-        raise GridError(f"{source}: base: run config not found: {base}")
     try:
-        base_data = yaml.safe_load(base.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise GridError(f"{base}: YAML syntax error: {exc}") from None
+        base = (path.resolve().parent / Path(data["base"]).expanduser()).resolve()
+        if not base.is_file():
+            raise GridError(f"{source}: base: run config not found: {base}")
+        base_data = load_yaml(base.read_bytes(), str(base))
+    except YAMLInputError as exc:
+        raise GridError(str(exc)) from None
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise GridError(f"{source}: base: cannot read {data['base']!r}: {exc}") from None
     if not isinstance(base_data, dict):
         raise GridError(f"{base}: top level must be a mapping of config keys")
 
@@ -204,7 +206,12 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
         raise GridError(f"{source}: set: must be a mapping of dotted keys to values")
     fixed = dict(fixed)
     if isinstance(fixed.get("model"), str):  # a bundle named in the grid file: relative to it
-        fixed["model"] = str((path.resolve().parent / Path(fixed["model"]).expanduser()).resolve())
+        from gmm_volunteer.config import ConfigError, _absolute
+
+        try:
+            fixed["model"] = _absolute(fixed["model"], path.resolve().parent, source)
+        except ConfigError as exc:
+            raise GridError(str(exc).replace(": model:", ": set.model:", 1)) from None
     fixed.update(overrides or {})
     for key in fixed:
         if key in grid:
@@ -216,13 +223,24 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
         out = Path("results") / path.stem
     if not isinstance(out, (str, Path)):
         raise GridError(f"{source}: output: must be a directory path, got {out!r}")
-    # Absolute, so that workers on other machines (shared filesystem) write to the same place.
-    g = Grid(source=path, base=base, base_data=base_data, dims=dims, seeds=seeds,
-             output=Path(out).expanduser().resolve(), fixed=dict(fixed),
-             description=str(data.get("description", "")))
     try:
-        g.runs()  # validates every expanded config now, before any run starts
-    except ConfigError as exc:  # pragma: no cover - runs() converts these already
+        # Absolute, so that workers on other machines (shared filesystem) write to the same place.
+        out = Path(out).expanduser().resolve()
+    except (RuntimeError, ValueError, OSError) as exc:  # ~nosuchuser, a NUL byte
+        raise GridError(f"{source}: output: cannot use {str(out)!r}: {exc}") from None
+    if out.exists() and not out.is_dir():
+        raise GridError(f"{source}: output: {out} exists and is not a directory")
+    g = Grid(source=path, base=base, base_data=base_data, dims=dims, seeds=seeds,
+             output=out, fixed=dict(fixed),
+             description=str(data.get("description", "")))
+    from gmm_volunteer.preflight import check_run
+
+    try:
+        # Every expanded config is validated now, before any run starts: the config
+        # itself, its policies' options and its consistency with its model bundle.
+        for r in g.runs():
+            check_run(r.config, f"{g.source} (run {r.name})", memory=False)
+    except ConfigError as exc:
         raise GridError(str(exc)) from None
     return g
 
@@ -329,10 +347,15 @@ class SweepReport:
 
 def _remove_stale_tmp(runs: list[RunSpec]) -> None:
     # Leftovers of killed writers: never read, but they take disk space. Runs about to
-    # be (re)done are ours; do not run two sweeps on one output directory at once.
+    # be (re)done are ours (their writers may have run on other machines, so the pid is
+    # not checked); do not run two sweeps on one output directory at once. Only what
+    # looks like a partial store is removed.
+    from gmm_volunteer.results import _looks_like_partial_store
+
     for r in runs:
         for tmp in r.path.parent.glob(f"{r.path.name}.tmp-*"):
-            shutil.rmtree(tmp, ignore_errors=True)
+            if _looks_like_partial_store(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _record_failure(output: Path, outcome: RunOutcome) -> None:
@@ -374,7 +397,7 @@ def run_sweep(
     outcomes = [RunOutcome(r.name, "skipped", str(r.path)) for r in runs if is_complete(r.path)]
     todo = [r for r in runs if not is_complete(r.path)]
     _remove_stale_tmp(todo)
-    if todo and (grid.output / COMBINED).exists():
+    if todo and is_own_store(grid.output / COMBINED):
         # Runs are about to change: a combined dataset from before would be stale.
         shutil.rmtree(grid.output / COMBINED)
     (grid.output / RUNS_DIR).mkdir(parents=True, exist_ok=True)
@@ -416,7 +439,7 @@ def _run_on_dask(todo, address, workers, run_fn, done, connect_timeout="20s") ->
     if address is None:
         n = workers or os.cpu_count() or 1
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+                               dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         address = cluster.scheduler_address
     try:
         client = Client(address, set_as_default=False, timeout=connect_timeout)

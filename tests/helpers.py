@@ -141,9 +141,9 @@ def write_tiny_grid(tmp_path, grid: dict | None = None, seeds=2, steps=300, outp
     ensure_schedulers()
     tmp_path = Path(tmp_path)
     tmp_path.mkdir(parents=True, exist_ok=True)
-    bundle = tmp_path / "bundle"
-    bundle.mkdir(exist_ok=True)
-    (bundle / "bundle.yaml").write_text("format: gmmv-model-bundle\n")
+    from engine_support import bundle_dir
+
+    bundle_dir(tmp_path)  # a valid (synthetic) bundle: grids are checked against it
     base = {
         "seed": 0, "steps": steps,
         "users": {"count": 100, "capacity": 1}, "server": {"capacity": 10},

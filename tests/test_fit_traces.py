@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -59,6 +60,11 @@ CASES = {
     "above machine capacity": ("resources/resources.csv.gz", _set("band_in_mbps", 2, 8000.0), "band_in_mbps"),
     "negative duration": ("subtasks/runs.csv.gz", _set("execution_s", 1, -0.5), "execution_s"),
     "unknown subtask type": ("subtasks/runs.csv.gz", lambda df: df.assign(subtask_type="nope"), "subtask_type"),
+    "shuffled time": ("subtasks/consumption.csv.gz", lambda df: df.sample(frac=1.0, random_state=1), "'t'"),
+    "duplicated rows": ("subtasks/consumption.csv.gz", lambda df: pd.concat([df.iloc[:3], df]), "duplicated rows"),
+    "shuffled download time": ("downloads/downloads.csv.gz", lambda df: df.iloc[::-1], "'t'"),
+    "zero execution times": ("subtasks/runs.csv.gz", lambda df: df.assign(execution_s=0.0), "execution_s"),
+    "constant durations": ("subtasks/runs.csv.gz", lambda df: df.assign(upload_s=0.25), "upload_s"),
 }
 
 
@@ -73,6 +79,34 @@ def test_bad_trace_names_file_and_column_and_writes_nothing(traces, tmp_path, ca
     assert rel.split("/")[1] in msg and column in msg, msg
     assert not out.exists()
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").iterdir())
+
+
+@pytest.mark.parametrize("rel, content, needle", [
+    ("downloads/levels.json", "[44.8, 79.7]", "downloads/levels.json: must be a mapping"),
+    ("downloads/levels.json", '{"levels_mbps": ["fast"]}', "downloads/levels.json: key 'levels_mbps'"),
+    ("downloads/levels.json", '{"levels_mbps": [10.0], "preliminary": "no"}', "key 'preliminary'"),
+    ("downloads/meta.json", "\x00\x01junk", "downloads/meta.json: not valid JSON"),
+    ("downloads/meta.json", '["junk"]', "downloads/meta.json: must be a mapping"),
+    ("downloads/meta.json", '{"runs": {"a": 1}}', "downloads/meta.json: key 'runs'"),
+    ("downloads/meta.json", '{"runs": [{"run_id": "x"}]}', "downloads/meta.json: key 'runs.0'"),
+    ("downloads/meta.json", '{"runs": [{"run_id": 0, "subtask_type": "nope"}]}', "key 'runs.0.subtask_type'"),
+])
+def test_bad_json_side_files_are_named(traces, tmp_path, rel, content, needle):
+    (traces / rel).write_text(content)
+    with pytest.raises(TraceError, match=re.escape(needle)):
+        fit_bundle(traces, tmp_path / "b", candidates=[(1, 0)], degrees=(1,), report=False)
+    assert not (tmp_path / "b").exists()
+
+
+def test_integer_catalog_name_blames_the_catalog(traces, tmp_path):
+    import json
+
+    path = traces / "subtasks" / "catalog.json"
+    catalog = json.loads(path.read_text())
+    catalog[0]["name"] = 5
+    path.write_text(json.dumps(catalog))
+    with pytest.raises(TraceError, match=r"subtasks/catalog.json: entry 0: key 'name' must be a non-empty string"):
+        fit_bundle(traces, tmp_path / "b", candidates=[(1, 0)], degrees=(1,), report=False)
 
 
 def test_missing_file(traces, tmp_path):

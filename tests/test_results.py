@@ -169,6 +169,30 @@ def test_store_without_complete_is_refused_then_replaceable(tmp_path):
     assert is_complete(path)
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_directory_not_written_by_gmmv_is_never_replaced(tmp_path, overwrite):
+    target = tmp_path / "photos"
+    target.mkdir()
+    (target / "a.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(FileExistsError, match="not a result store written by gmmv"):
+        write_result(make_record(seed=1, steps=30), target, overwrite=overwrite)
+    assert [p.name for p in target.iterdir()] == ["a.jpg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    with pytest.raises(FileExistsError, match="not a result store written by gmmv"):
+        write_result(make_record(seed=1, steps=30), afile, overwrite=overwrite)
+    assert afile.read_text() == "x"
+
+
+def test_own_store_is_recognised(tmp_path):
+    path = write_result(make_record(seed=1, steps=30), tmp_path / "run.zarr")
+    assert results.is_own_store(path)
+    assert not results.is_own_store(tmp_path)
+    (path / "extra.txt").write_text("x")
+    assert not results.is_own_store(path)
+
+
 def test_open_missing_store(tmp_path):
     with pytest.raises(FileNotFoundError, match="no result store"):
         open_result(tmp_path / "nothing.zarr")
