@@ -69,10 +69,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     n = len(grid.runs())
     feedback.info(f"sweep {grid.source}: {n} runs over {', '.join(f'{k}={len(v)}' for k, v in grid.coords().items())} "
                   f"-> {grid.output} (on {where})")
+    todo = 0
     for r in grid.runs():
-        feedback.detail(f"  {'complete' if is_complete(r.path) else 'to run':9} {r.path}")
-    if not all(is_complete(r.path) for r in grid.runs()):
-        feedback.announce_compile()  # every worker process compiles, or loads, the kernels
+        done = is_complete(r.path)
+        todo += not done
+        feedback.detail(f"  {'complete' if done else 'to run':9} {r.path}")
+    if todo and args.dask_address is None:
+        feedback.announce_compile()  # the local workers compile, or load, the same kernels
     try:
         report = run_sweep(grid, address=args.dask_address, workers=args.workers, serial=args.serial,
                            progress=not args.quiet, combine=not args.no_combine)

@@ -163,3 +163,36 @@ def test_capacity_announces_each_evaluation_before_it_starts(capacity_config, ca
         assert [s.split(":")[0] for s in starting] == [e.split(":")[0] for e in evaluated]
         assert err.splitlines()[1] == feedback.COMPILE_NOTICE  # after the header, before the first
         assert err.count(feedback.COMPILE_NOTICE) == 1
+
+
+# -- gmmv sweep ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag", [None, "--quiet", "-v"])
+def test_sweep_announces_the_compile_and_lists_runs_with_verbose(tmp_path, monkeypatch, capsys, flag):
+    import gmm_volunteer.sweep as sweep_mod
+    from helpers import write_tiny_grid
+
+    grid = write_tiny_grid(tmp_path, grid={"users.count": [10, 20]}, seeds=1, steps=20)
+    monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: False)
+    calls = []
+
+    class Report:
+        ok = True
+
+        def text(self):
+            return "2 runs done"
+
+    def fake_run_sweep(grid, **kwargs):
+        calls.append(capsys.readouterr().err)
+        return Report()
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", fake_run_sweep)
+    assert main(["sweep", str(grid), "--serial"] + ([flag] if flag else [])) == 0
+    before = calls[0]
+    if flag == "--quiet":
+        assert before == ""
+    else:
+        assert before.count(feedback.COMPILE_NOTICE) == 1
+        listed = [line for line in before.splitlines() if line.strip().startswith("to run")]
+        assert len(listed) == (2 if flag == "-v" else 0)
