@@ -196,3 +196,19 @@ def test_sweep_announces_the_compile_and_lists_runs_with_verbose(tmp_path, monke
         assert before.count(feedback.COMPILE_NOTICE) == 1
         listed = [line for line in before.splitlines() if line.strip().startswith("to run")]
         assert len(listed) == (2 if flag == "-v" else 0)
+
+
+@pytest.mark.parametrize("flag, quiet", [(None, False), ("--quiet", True)])
+def test_collect_passes_quiet_to_the_collector(tmp_path, monkeypatch, capsys, flag, quiet):
+    import fitting.collect.resources as resources
+
+    seen = {}
+
+    def fake(out, **kwargs):
+        seen.update(kwargs)
+        return out
+
+    monkeypatch.setattr(resources, "collect_resources", fake)
+    argv = ["collect", "resources", "--out", str(tmp_path / "r"), "--samples", "2"] + ([flag] if flag else [])
+    assert main(argv) == 0
+    assert seen["quiet"] is quiet
