@@ -27,6 +27,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     except BundleError as err:
         print(f"gmmv fit: {err}", file=sys.stderr)
         return EXIT_BAD_TRACES
+    from gmm_volunteer import feedback
+
+    log = _stage_logger(feedback)
     try:
         out = fit_bundle(
             args.traces,
@@ -34,12 +37,38 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             candidates=QUICK_GRID if args.quick else FULL_GRID,
             degrees=DEGREES,
             report=not args.no_report,
+            log=log,
         )
+        log(None)
     except TraceError as err:
         print(f"gmmv fit: {err}", file=sys.stderr)
         return EXIT_BAD_TRACES
     print(f"wrote {out}/bundle.yaml" + ("" if args.no_report else f" and {out}/report/report.md"))
     return EXIT_OK
+
+
+def _stage_logger(feedback):
+    """``log(message)`` for `fit_bundle`: "gmmv fit: <stage> ..." on stderr (not with
+    --quiet); with -v also how long the previous stage took. ``log(None)`` ends the last."""
+    import time
+
+    state = {"t": None, "stage": None}
+
+    def log(message: str | None) -> None:
+        now = time.monotonic()
+        if state["t"] is not None:
+            feedback.detail(f"gmmv fit:   ({state['stage']}: {now - state['t']:.1f} s)")
+        state["t"], state["stage"] = now, message
+        if message is not None:
+            feedback.info(f"gmmv fit: {message} ...")
+
+    return log
+
+
+def _add_output_flags(p, quiet_help: str = "no progress lines") -> None:
+    from gmm_volunteer.cli import add_output_flags
+
+    add_output_flags(p, quiet_help)
 
 
 def add_subcommands(subparsers) -> None:
@@ -54,6 +83,7 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
     p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
     p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    _add_output_flags(p, "no progress lines")
     p.set_defaults(func=_cmd_fit)
     try:
         from fitting.collect.cli import add_collect_parser
@@ -68,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_subcommands(sub)
     args = parser.parse_args(argv)
+    from gmm_volunteer import feedback
+
+    feedback.set_verbosity(feedback.level_of(args))
     return int(args.func(args))
 
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from fitting.arma import FULL_GRID, QUICK_GRID
 from fitting.hazard import DEGREES
@@ -40,19 +41,29 @@ def _provenance(traces, traces_dir, candidates, degrees) -> str:
     )
 
 
-def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None) -> tuple[dict, dict]:
-    """Fit every component; return (bundle dict, diagnostics for the report)."""
+def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
+                 log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
+    """Fit every component; return (bundle dict, diagnostics for the report).
+
+    `log(message)` is told which component is being fitted before each one starts."""
+    say = log or (lambda message: None)
     from fitting.catalog import derived_base_profile, subtask_type_blocks, task_type_blocks
     from fitting.consumption import fit_allocation, fit_consumption
     from fitting.hazard import fit_hazard
     from fitting.memory import memory_blocks
     from fitting.work import work_blocks
 
+    grid = f"{len(candidates)} ARMA (p, q) candidates per series"
+    say(f"fitting allocation series (resources available for volunteering; {grid})")
     allocation, alloc_diag = fit_allocation(traces, candidates)
+    say(f"fitting consumption series (per subtask type and resource; {grid})")
     consumption, cons_diag = fit_consumption(traces, candidates)
+    say(f"fitting the completion hazard (degrees {list(degrees)})")
     hazard, hazard_diag = fit_hazard(traces, degrees)
+    say("fitting memory and work per subtask type")
     memory = memory_blocks(traces)
     work, work_diag = work_blocks(traces)
+    say("deriving task types and the base profile")
     task_types, groups = task_type_blocks(traces)
     profile, profile_detail = derived_base_profile(traces)
     bundle = {
@@ -86,22 +97,28 @@ def fit_bundle(
     degrees=DEGREES,
     report: bool = True,
     created: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
     """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
 
     Raises `TraceError` (naming the file and column) on unusable traces; nothing is
     written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
+    `log(message)` hears of each stage before it starts.
     """
     from gmm_volunteer.bundle import validate_bundle, write_bundle
 
+    say = log or (lambda message: None)
+    say(f"reading and checking traces in {traces_dir}")
     traces = load_traces(traces_dir)
-    bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created)
+    bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log)
     validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:
         extra = {}
         if report:
             from fitting.report import write_report
+
+            say("writing the diagnostics report")
 
             write_report(bundle, diag, traces, tmp / "report")
             extra["report"] = tmp / "report"

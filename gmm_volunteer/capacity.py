@@ -71,13 +71,28 @@ class Evaluation:
         verdict = "meets the targets" if self.feasible else "misses"
         lines = [f"capacity {self.capacity:.3f}x: {verdict}"]
         for k, (tau, frac, lb, qv, n) in self.rows.items():
-            mark = "ok  " if lb >= quantile else "MISS"
+            bound_only = bound_miss(frac, lb, quantile)
+            mark = "ok  " if lb >= quantile else ("MISS (bound)" if bound_only else "MISS")
             lines.append(
                 f"  {mark} {k:<10} P(latency <= {tau:g} s) = {frac:.4f}, "
                 f"{100 * confidence:g}% lower bound {lb:.4f} (need {quantile:g}); "
                 f"P{100 * quantile:g} = {qv:g} s; {n} requests"
+                + (f" -- the observed fraction meets {quantile:g}, only its {100 * confidence:g}% "
+                   "lower bound misses: more seeds (--seeds N) tighten the bound" if bound_only else "")
             )
         return "\n".join(lines)
+
+    def bound_only(self, quantile: float) -> bool:
+        """Missed, and only because of the confidence bound: every row's observed
+        fraction meets `quantile`."""
+        return not self.feasible and all(
+            lb >= quantile or bound_miss(frac, lb, quantile) for _, frac, lb, _, _ in self.rows.values())
+
+
+def bound_miss(frac: float, lb: float, quantile: float) -> bool:
+    """A target missed only because of the confidence bound: the observed fraction
+    meets `quantile` (1 - eps) but its lower confidence bound does not."""
+    return bool(np.isfinite(frac) and frac >= quantile and not (np.isfinite(lb) and lb >= quantile))
 
 
 @dataclass
@@ -91,7 +106,10 @@ class CapacityResult:
     def text(self) -> str:
         lines = [e.line(self.quantile, self.confidence) for e in self.path]
         if self.capacity is None:
-            lines.append(f"targets not met at the top of the range ({max(e.capacity for e in self.path):g}x)")
+            top = max(self.path, key=lambda e: e.capacity)
+            lines.append(f"targets not met at the top of the range ({top.capacity:g}x)"
+                         + (f"; the observed fractions meet them there, only the {100 * self.confidence:g}% "
+                            "lower bound misses: add seeds (--seeds N)" if top.bound_only(self.quantile) else ""))
         else:
             lines.append(f"smallest server capacity meeting the targets: {self.capacity:.3f}x")
         return "\n".join(lines)
@@ -183,12 +201,14 @@ def find_capacity(
     run_fn: Callable | None = None,
     workers: int = 1,
     log: Callable[[str], None] | None = print,
+    before: Callable[[float], None] | None = None,
 ) -> CapacityResult:
     """Smallest server capacity multiplier in [lo, hi] meeting `targets` (see module doc).
 
     `targets` maps request type names (or ``"*"`` for every type) to latency bounds in
     seconds; `quantile` is 1 - eps. `run_fn(cfg, progress=False) -> RunRecord` defaults
-    to the engine; seeds of a candidate run on `workers` processes.
+    to the engine; seeds of a candidate run on `workers` processes. `log` receives each
+    evaluation's lines when it is done, `before(capacity)` is called before it starts.
     """
     if not 0 < quantile < 1:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
@@ -207,6 +227,8 @@ def find_capacity(
     def evaluate(m: float) -> Evaluation:
         if m in cache:
             return cache[m]
+        if before is not None:
+            before(m)
         cfgs = [_with(cfg, s, m) for s in seeds]
         if workers > 1:
             from concurrent.futures import ProcessPoolExecutor

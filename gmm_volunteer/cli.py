@@ -32,6 +32,16 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by 
 EXTENSIONS = ("gmm_volunteer.experiments_cli", "fitting.cli")
 
 
+def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:
+    """``--quiet`` and ``-v/--verbose``, with the same meaning on every command
+    (`gmm_volunteer.feedback`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help=f"{quiet_help}; results, warnings and errors only")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="more detail on stderr (timings, what is being done)")
+
+
 class CommandError(Exception):
     """An error a handler reports to the user as one message and an exit code."""
 
@@ -72,10 +82,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     cfg.output.path = str(out)
 
+    from gmm_volunteer import feedback
+
+    feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "
+                    f"executor {cfg.executor}, seed {cfg.seed}, model {cfg.model} -> {out}")
     from gmm_volunteer.engine import simulate
     from gmm_volunteer.results import write_result
 
+    feedback.announce_compile()
     record = simulate(cfg, progress=not args.quiet)
+    feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s")
     write_result(record, out, overwrite=args.force)
     print(f"wrote {out}")
     return EXIT_OK
@@ -90,11 +106,20 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
     from gmm_volunteer.results import IncompleteResultError, open_result
     from gmm_volunteer.summary import summarize
 
+    path = Path(args.result)
+    if (path / "sweep.json").is_file():
+        raise CommandError(
+            f"{path} is a sweep output directory, not the store of one run: open it with "
+            f"`gmmv report {path}` (an HTML report) or, from Python, "
+            f"gmm_volunteer.combine.open_combined({str(path)!r}); `gmmv summarize` takes one "
+            f"run's store, e.g. one of {path}/runs/*.zarr")
     try:
-        ds = open_result(Path(args.result))
+        ds = open_result(path)
     except (FileNotFoundError, IncompleteResultError) as exc:
         raise CommandError(str(exc)) from None
     print(summarize(ds))
+    if args.verbose and ds.attrs.get("config"):
+        print("\nconfig of this run:\n" + str(ds.attrs["config"]).rstrip())
     return EXIT_OK
 
 
@@ -135,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="result store path (default: output.path, else results/<config stem>.zarr)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing result store")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_flags(p, "no progress bar or compile notice")
     p.set_defaults(func=_cmd_run)
 
     p = subparsers.add_parser(
@@ -144,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print request outcomes, latencies and resource use of one run.",
     )
     p.add_argument("result", metavar="RESULT", help="result store written by `gmmv run`")
+    add_output_flags(p)
     p.set_defaults(func=_cmd_summarize)
 
     for name in EXTENSIONS:
@@ -168,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `gmmv` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from gmm_volunteer import feedback
+
+    feedback.set_verbosity(feedback.level_of(args))
     try:
         return int(args.func(args) or EXIT_OK)
     except CommandError as exc:

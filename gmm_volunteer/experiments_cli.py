@@ -11,7 +11,14 @@ import argparse
 import os
 import re
 import sys
+import time
 from pathlib import Path
+
+
+def _add_output_flags(p, quiet_help: str = "no progress or notes") -> None:
+    from gmm_volunteer.cli import add_output_flags
+
+    add_output_flags(p, quiet_help)
 
 
 def _command_error():
@@ -55,11 +62,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             state = "complete" if is_complete(r.path) else "to run"
             print(f"{state:9} {r.path}")
         return 0
+    from gmm_volunteer import feedback
+
     where = args.dask_address or ("this process" if args.serial else
                                f"a local cluster of {args.workers or os.cpu_count() or 1} worker processes")
     n = len(grid.runs())
-    print(f"sweep {grid.source}: {n} runs over {', '.join(f'{k}={len(v)}' for k, v in grid.coords().items())} "
-          f"-> {grid.output} (on {where})", file=sys.stderr)
+    feedback.info(f"sweep {grid.source}: {n} runs over {', '.join(f'{k}={len(v)}' for k, v in grid.coords().items())} "
+                  f"-> {grid.output} (on {where})")
+    todo = 0
+    for r in grid.runs():
+        done = is_complete(r.path)
+        todo += not done
+        feedback.detail(f"  {'complete' if done else 'to run':9} {r.path}")
+    if todo and args.dask_address is None:
+        feedback.announce_compile()  # the local workers compile, or load, the same kernels
     try:
         report = run_sweep(grid, address=args.dask_address, workers=args.workers, serial=args.serial,
                            progress=not args.quiet, combine=not args.no_combine)
@@ -187,7 +203,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if not head.lstrip().lower().startswith(b"<!doctype html>"):
             raise CommandError(f"-o {args.output}: exists and is not an HTML report; "
                                "refusing to replace it")
+    from gmm_volunteer import feedback
+
+    feedback.info(f"report: reading {args.results}")
     ds = _select(_open_results(args.results), args.sel, args.results)
+    feedback.detail("report: dimensions " + ", ".join(f"{d}={n}" for d, n in ds.sizes.items()))
+    feedback.info(f"report: drawing figures and tables into {out}")
     out = write_report(ds, out, title=args.title)
     print(f"wrote {out}")
     return 0
@@ -211,15 +232,31 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         check_run(cfg, str(args.config), available=None if avail is None else avail // workers)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    from gmm_volunteer import feedback
+
     seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
-    print(f"capacity search: P{100 * args.quantile:g} targets "
-          + ", ".join(f"{'every type' if k == '*' else k} <= {v:g}s" for k, v in targets.items())
-          + f", {100 * args.confidence:g}% confidence, seeds {seeds}, range [{args.lo:g}, {args.hi:g}]x",
-          file=sys.stderr)
+    feedback.info(f"capacity search: P{100 * args.quantile:g} targets "
+                  + ", ".join(f"{'every type' if k == '*' else k} <= {v:g}s" for k, v in targets.items())
+                  + f", {100 * args.confidence:g}% confidence, seeds {seeds}, range [{args.lo:g}, {args.hi:g}]x")
+    started = []
+
+    def before(m: float) -> None:
+        if not started:
+            feedback.announce_compile()
+        started.append(time.monotonic())
+        feedback.info(f"capacity {m:.3f}x: simulating {len(seeds)} seed{'s' if len(seeds) != 1 else ''} "
+                      f"(evaluation {len(started)}) ...")
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+        if started:
+            feedback.detail(f"  evaluated in {time.monotonic() - started[-1]:.1f} s")
+
     try:
         res = find_capacity(cfg, targets, quantile=args.quantile, confidence=args.confidence,
                             seeds=seeds, lo=args.lo, hi=args.hi, rel_tol=args.tol,
-                            completed_only=args.completed_only, workers=args.workers)
+                            completed_only=args.completed_only, workers=args.workers,
+                            log=log, before=before)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     print(res.text().splitlines()[-1])
@@ -246,7 +283,7 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--no-combine", action="store_true", help="do not write combined.zarr")
     p.add_argument("--dry-run", action="store_true",
                    help="validate the grid and list every run's store and state; run nothing")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_flags(p, "no progress bar or compile notice")
     p.set_defaults(func=_cmd_sweep)
 
     p = subparsers.add_parser(
@@ -256,6 +293,7 @@ def add_subcommands(subparsers) -> None:
     )
     p.add_argument("output_dir", metavar="DIR", help="sweep output directory")
     p.add_argument("-o", "--out", metavar="STORE", help="store path (default DIR/combined.zarr)")
+    _add_output_flags(p)
     p.set_defaults(func=_cmd_combine)
 
     p = subparsers.add_parser(
@@ -268,6 +306,7 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE",
                    help="keep one value of a grid dimension the figures have no axis for "
                         "(e.g. --sel model=/path/to/bundle); repeatable")
+    _add_output_flags(p)
     p.set_defaults(func=_cmd_report)
 
     p = subparsers.add_parser(
@@ -290,4 +329,5 @@ def add_subcommands(subparsers) -> None:
                    help="count completed requests only (default: every ended request, as eq. 3)")
     p.add_argument("--workers", type=int, default=1, help="processes for the seeds of a candidate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    _add_output_flags(p, "no progress lines or compile notice (the evaluations and the answer still print)")
     p.set_defaults(func=_cmd_capacity)

@@ -66,7 +66,7 @@ def available_memory() -> int | None:
 
 def _state_bytes(bundle, restart: int, nodes: int, steps: int) -> int:
     from gmm_volunteer.bundle import STAGES
-    from gmm_volunteer.params import N_CRES, consumption_rings
+    from gmm_volunteer.params import N_CRES, N_RES, consumption_rings
     from gmm_volunteer.state import allocate
 
     res = ("band_in", "band_out", "cpu", "memory")
@@ -79,7 +79,8 @@ def _state_bytes(bundle, restart: int, nodes: int, steps: int) -> int:
     *_, b_hist, dl_hist = consumption_rings(cs_p, cs_q)
     P = SimpleNamespace(n_nodes=nodes, n_sub=sum(len(t.subtasks) for t in bundle.task_types),
                         max_slots=max(len(t.subtasks) for t in bundle.task_types),
-                        restart=restart, b_hist=b_hist, dl_hist=dl_hist, al_p=al_p, al_q=al_q)
+                        restart=restart, b_hist=b_hist, dl_hist=dl_hist, al_p=al_p, al_q=al_q,
+                        amax=np.zeros((1, N_RES)))  # only its shape matters here (the server's row)
     return sum(a.nbytes for a in allocate(P, steps))
 
 

@@ -161,3 +161,20 @@ def test_capacity_cli_bad_target_exits_2(cfg, tmp_path, capsys):
 
     assert main(["capacity", str(tmp_path / "base.yaml"), "--p99", "soon"]) == 2
     assert "--p99" in capsys.readouterr().err
+
+
+def test_miss_only_because_of_the_bound_is_named():
+    from gmm_volunteer.capacity import CapacityResult, Evaluation
+
+    bound = Evaluation(5.0, False, {"light5": (10.0, 0.995, 0.985, 9.0, 3000)})
+    text = bound.line(0.99, 0.95)
+    assert "MISS (bound)" in text and "--seeds" in text
+    real = Evaluation(5.0, False, {"light5": (10.0, 0.98, 0.97, 12.0, 3000)})
+    assert "MISS " in real.line(0.99, 0.95) and "(bound)" not in real.line(0.99, 0.95)
+    ok = Evaluation(9.0, True, {"light5": (10.0, 0.999, 0.995, 5.0, 3000)})
+    assert "ok" in ok.line(0.99, 0.95) and "MISS" not in ok.line(0.99, 0.95)
+    mixed = Evaluation(5.0, False, {"light5": (10.0, 0.995, 0.985, 9.0, 3000),
+                                    "heavy10": (30.0, 0.98, 0.97, 40.0, 3000)})
+    assert bound.bound_only(0.99) and not mixed.bound_only(0.99) and not ok.bound_only(0.99)
+    assert "add seeds" in CapacityResult(None, [bound], 0.99, 0.95, {}).text().splitlines()[-1]
+    assert "add seeds" not in CapacityResult(None, [mixed], 0.99, 0.95, {}).text().splitlines()[-1]

@@ -347,6 +347,40 @@ def test_config_error_raised_later_exits_2(workdir, engine, capsys):
 # ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("cached, flag, notice", [(False, None, True), (False, "--quiet", False),
+                                                  (True, None, False), (False, "-v", True)])
+def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys, monkeypatch,
+                                                        cached, flag, notice):
+    from gmm_volunteer import feedback
+
+    monkeypatch.setattr(feedback, "_announced", False)
+    monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: cached)
+    seen = []  # stderr up to the moment the engine starts
+
+    def spy(cfg, progress=True):
+        seen.append(capsys.readouterr().err)
+        return engine.simulate(cfg, progress)
+
+    monkeypatch.setattr(sys.modules["gmm_volunteer.engine"], "simulate", spy)
+    assert main(["run", "run.yaml"] + ([flag] if flag else [])) == 0
+    before = seen[0]
+    assert (feedback.COMPILE_NOTICE in before) == notice
+    assert before.count(feedback.COMPILE_NOTICE) <= 1
+    after = capsys.readouterr().err
+    assert feedback.COMPILE_NOTICE not in after
+    if flag == "--quiet":
+        assert before == "" and after == ""
+    if flag == "-v":
+        assert "run: 20 users, 40 steps" in before and "simulated in" in after
+
+
+def test_summarize_verbose_adds_the_config(workdir, engine, capsys):
+    assert main(["run", "run.yaml", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["summarize", "results/run.zarr", "-v"]) == 0
+    assert "config of this run" in capsys.readouterr().out
+
+
 def test_summarize_missing_and_incomplete_exit_2(workdir, capsys):
     assert main(["summarize", "nothing.zarr"]) == 2
     assert "nothing.zarr" in capsys.readouterr().err

@@ -18,15 +18,27 @@ SPEC = SyntheticSpec(duration_s=900, n_types=3, batch_sizes=(1, 5), reps=3, down
 GRID = ((1, 0), (2, 0))
 DEGREES = (1, 2)
 CREATED = "2026-01-01T00:00:00Z"
+STAGES: list[str] = []  # what fit_bundle told its log, in order
 
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     root = tmp_path_factory.mktemp("fit")
     write_synthetic_traces(root / "traces", SPEC)
-    out = fit_bundle(root / "traces", root / "bundle", candidates=GRID, degrees=DEGREES, report=True, created=CREATED)
+    stages = STAGES
+    out = fit_bundle(root / "traces", root / "bundle", candidates=GRID, degrees=DEGREES, report=True, created=CREATED,
+                     log=stages.append)
     data = yaml.safe_load((out / "bundle.yaml").read_text())
     return root, out, data
+
+
+def test_fit_says_which_component_it_is_fitting(fitted):
+    stages = STAGES
+    wanted = ["reading and checking traces", "fitting allocation", "fitting consumption",
+              "fitting the completion hazard", "fitting memory and work", "deriving task types",
+              "writing the diagnostics report"]
+    at = [next(i for i, s in enumerate(stages) if s.startswith(w)) for w in wanted]
+    assert at == sorted(at), stages  # in the order they run
 
 
 def test_bundle_validates_and_round_trips(fitted, tmp_path):

@@ -44,9 +44,18 @@ def _run_resources(args: argparse.Namespace) -> int:
         path=args.path,
         nics=args.nics,
         command=_command_line(),
+        quiet=args.quiet,
     )
     print(path)
     return 0
+
+
+def _add_output_flags(p: argparse.ArgumentParser) -> None:
+    """``--quiet`` / ``-v`` as on every `gmmv` command (the collectors' progress lines)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress lines; results, warnings and errors only")
+    group.add_argument("-v", "--verbose", action="store_true", help="more detail on stderr")
 
 
 def _run_subtasks(args: argparse.Namespace) -> int:
@@ -63,6 +72,7 @@ def _run_subtasks(args: argparse.Namespace) -> int:
         threads=args.threads,
         seed=args.seed,
         command=_command_line(),
+        quiet=args.quiet,
     )
     return 0
 
@@ -82,6 +92,7 @@ def _run_downloads(args: argparse.Namespace) -> int:
         sample_hz=args.sample_hz,
         preliminary=args.preliminary,
         command=_command_line(),
+        quiet=args.quiet,
     )
     return 0
 
@@ -105,6 +116,7 @@ def add_collect_parser(subparsers) -> argparse.ArgumentParser:
                    help="nominal link capacity for the bandwidth proxy (default: kernel link speed, else 100)")
     r.add_argument("--path", default=".", help="filesystem whose free space is storage")
     r.add_argument("--nics", type=_strs, default=None, help="interfaces to count (default: all but loopback/virtual)")
+    _add_output_flags(r)
     r.set_defaults(func=_run_resources)
 
     s = sub.add_parser("subtasks", help="run CV inference subtasks and record their consumption")
@@ -119,6 +131,7 @@ def add_collect_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--sample-hz", type=float, default=10.0)
     s.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = runtime default)")
     s.add_argument("--seed", type=int, default=0)
+    _add_output_flags(s)
     s.set_defaults(func=_run_subtasks)
 
     d = sub.add_parser("downloads", help="download subtask data at Lloyd-Max bandwidth levels")
@@ -135,6 +148,7 @@ def add_collect_parser(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--sample-hz", type=float, default=10.0)
     d.add_argument("--preliminary", action="store_true",
                    help="mark the levels as coming from a preliminary resource trace")
+    _add_output_flags(d)
     d.set_defaults(func=_run_downloads)
     return p
 
