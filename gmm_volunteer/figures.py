@@ -182,7 +182,8 @@ def fig4_server(ds: xr.Dataset):
                 m = _series(mean.sel(resource=res), cap, sch, sels)
                 s = _series(sd.sel(resource=res), cap, sch, sels)
                 ax.plot(x, m, "-o", ms=3, color=c, label=str(sch).capitalize() if sch is not None else "")
-                ax.fill_between(x, m - s, m + s, color=c, alpha=0.2)
+                # Consumption is never negative: the band stops at 0.
+                ax.fill_between(x, np.maximum(m - s, 0.0), m + s, color=c, alpha=0.2)
             a = _series(alloc.sel(resource=res).max("scheduler") if "scheduler" in alloc.dims
                         else alloc.sel(resource=res), cap, None, sels)
             ax.plot(x, a, color="0.4", lw=1, ls="--", label="allocation (mean)")

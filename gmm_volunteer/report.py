@@ -79,9 +79,9 @@ def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralize
     return pd.concat(frames)
 
 
-def _img(fig) -> str:
+def _img(fig, alt: str = "figure") -> str:
     data = base64.b64encode(figures.png_bytes(fig)).decode("ascii")
-    return f'<img alt="figure" src="data:image/png;base64,{data}">'
+    return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{data}">'
 
 
 def _table_html(df: pd.DataFrame) -> str:
@@ -127,7 +127,7 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
     }
     for name, make in figures.FIGURES.items():
         parts.append(f"<h2>{html.escape(captions[name])}</h2>")
-        parts.append(_img(make(ds)))
+        parts.append(_img(make(ds), captions[name]))
     parts.append("<h2>Overview (means over seeds)</h2>")
     parts.append(_table_html(overview_table(ds)))
     paired = paired_table(ds)

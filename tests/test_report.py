@@ -154,3 +154,22 @@ def test_paper_findings_refuses_a_dataset_without_the_grid_dims(sweep):
     _, ds = sweep
     with pytest.raises(ValueError, match="grid dimensions"):
         paper_findings(ds.isel(scheduler=0, drop=True))
+
+
+def test_report_images_are_described_by_their_captions(sweep):
+    _, ds = sweep
+    page = render_html(ds)
+    alts = re.findall(r'<img alt="([^"]*)"', page)
+    assert len(alts) == 4 and all(a.startswith("Figure ") for a in alts), alts
+
+
+def test_fig4_band_does_not_go_below_zero(sweep):
+    _, ds = sweep
+    ds = figures.prepare(ds).copy()
+    # A bursty server: sd over steps twice the mean, so mean - sd would be negative.
+    ds["server_consumption_sd"] = 2.0 * ds["server_consumption_mean"]
+    fig = figures.FIGURES["fig4_server"](ds)
+    for ax in fig.axes:
+        for coll in ax.collections:
+            for path in coll.get_paths():
+                assert path.vertices[:, 1].min() >= 0.0
