@@ -113,7 +113,10 @@ def quantity(ds: xr.Dataset, what) -> xr.DataArray:
         return _NAMED[what](ds)
     if what in ds:
         return ds[what]
-    raise KeyError(f"unknown quantity {what!r}; named ones: {', '.join(_NAMED)}, or a variable of the dataset")
+    from gmm_volunteer.suggest import did_you_mean
+
+    raise KeyError(f"unknown quantity {what!r}{did_you_mean(what, [*_NAMED, *map(str, ds.data_vars)])}; "
+                   f"named ones: {', '.join(_NAMED)}, or a variable of the dataset")
 
 
 def bootstrap_mean_ci(values: np.ndarray, confidence: float = 0.95, n_resamples: int = 9999,

@@ -259,7 +259,10 @@ class Bundle(_Strict):
         for k, task in enumerate(self.task_types):
             for p, s in enumerate(task.subtasks):
                 if s not in names:
-                    raise ValueError(f"task_types.{k}.subtasks.{p}: unknown subtask type {s!r}")
+                    from gmm_volunteer.suggest import did_you_mean
+
+                    raise ValueError(f"task_types.{k}.subtasks.{p}: unknown subtask type {s!r}"
+                                     + did_you_mean(s, names))
         n_types = len(names)
         for sname, res in PROGRESS_RESOURCE.items():
             if res not in self.consumption.stages[sname].resources:
@@ -285,6 +288,7 @@ def _format_error(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "finite_number":
             msg = f"must be a finite number (got {e.get('input')!r})"
+        msg += _suggestion(e)
         if loc:
             lines.append(f"{source}: {loc}: {msg}")
         elif ": " in msg and " " not in msg.split(": ", 1)[0]:  # the message names its key
@@ -292,6 +296,17 @@ def _format_error(err: ValidationError, source: str) -> str:
         else:
             lines.append(f"{source}: (top level): {msg}")
     return "\n".join(lines)
+
+
+def _suggestion(e: dict) -> str:
+    """A close name for an unknown key or a misspelt name (e.g. a resource), or ""."""
+    from gmm_volunteer.suggest import did_you_mean, known_keys, quoted_choices
+
+    if e["type"] == "extra_forbidden":
+        return did_you_mean(e["loc"][-1], known_keys(Bundle, e["loc"]))
+    if e["type"] == "literal_error":
+        return did_you_mean(e.get("input"), quoted_choices((e.get("ctx") or {}).get("expected", "")))
+    return ""
 
 
 def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:

@@ -137,7 +137,10 @@ def evaluate_records(records, capacity: float, targets: dict, type_names, quanti
     keys = list(targets)
     for key in keys:
         if key != ALL_TYPES and key not in type_names:
-            raise ValueError(f"unknown request type {key!r} in targets (known: {', '.join(type_names)})")
+            from gmm_volunteer.suggest import did_you_mean
+
+            raise ValueError(f"unknown request type {key!r} in targets{did_you_mean(key, type_names)} "
+                             f"(known: {', '.join(type_names)})")
     check = [k for k in keys if k != ALL_TYPES]
     if ALL_TYPES in targets:
         # One target for every request type that occurred; a type nobody requested in

@@ -42,6 +42,21 @@ def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no prog
                        help="more detail on stderr (timings, what is being done)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that suggests a close name for an invalid choice (``gmmv rn`` -> did you
+    mean 'run'?); Python 3.11's argparse lists the choices only."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            from gmm_volunteer.suggest import did_you_mean
+
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} "
+                        f"(choose from {choices})")
+        super()._check_value(action, value)
+
+
 class CommandError(Exception):
     """An error a handler reports to the user as one message and an exit code."""
 
@@ -129,7 +144,7 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gmmv",
         description=(
             "Simulate the generative Markov model of user-assisted collaborative "

@@ -58,7 +58,9 @@ def _series(paths, complete, shape, dims, names) -> dict:
     out = {}
     for name in names:
         if name not in SERIES:
-            raise ValueError(f"unknown series {name!r} (known: {', '.join(SERIES)})")
+            from gmm_volunteer.suggest import did_you_mean
+
+            raise ValueError(f"unknown series {name!r}{did_you_mean(name, SERIES)} (known: {', '.join(SERIES)})")
         var = template[name]
         blocks = []
         for p, ds in zip(paths, opened):

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 from gmm_volunteer.demand import Demand  # noqa: E402  (a section defined in its own module)
+from gmm_volunteer.suggest import did_you_mean, known_keys, quoted_choices  # noqa: E402
 
 DEFAULT_MODEL = "models/default"
 
@@ -308,7 +309,8 @@ def _allocation_shorthand(v: Any) -> Any:
     is refused here, so that the error names the key once and lists what it accepts."""
     if isinstance(v, str):
         if v not in ALLOCATION_BASES:
-            raise ValueError(f"must be 'dedicated', 'fitted' or a mapping {{base, mean, sd}} (got {v!r})")
+            raise ValueError(f"must be 'dedicated', 'fitted' or a mapping {{base, mean, sd}} (got {v!r})"
+                             + did_you_mean(v, ALLOCATION_BASES))
         return {"base": v}
     if isinstance(v, (dict, _AllocationLaw)):
         return v
@@ -472,7 +474,7 @@ class RunConfig(_Section):
             try:
                 policy.validate_options(v)
             except ValidationError as exc:
-                raise _OptionsError(exc, v) from None
+                raise _OptionsError(exc, v, policy.Options) from None
         return v
 
     @field_validator("model")
@@ -503,10 +505,11 @@ class _OptionsError(ValueError):
     """A policy's options failed its Options model; `_format_errors` reports each
     problem under its own dotted key (e.g. ``scheduler_options.bogus``)."""
 
-    def __init__(self, exc: ValidationError, data: Any):
+    def __init__(self, exc: ValidationError, data: Any, model: Any = None):
         super().__init__(str(exc))
         self.errors = exc.errors(include_url=False)
         self.data = data
+        self.model = model  # the policy's Options model, for close-name suggestions
 
 
 def default_output_path(config_path: str | Path | None) -> Path:
@@ -667,7 +670,8 @@ def _key_path_defaults(parts: list[str], source: str) -> tuple[list[dict], list[
             raise ConfigError(f"{source}: {here}: unknown config key ({parent} is a value, not a section)")
         if part not in fields:
             known = ", ".join(sorted(fields))
-            raise ConfigError(f"{source}: {here}: unknown config key (expected one of: {known})")
+            raise ConfigError(f"{source}: {here}: unknown config key{did_you_mean(part, fields)} "
+                              f"(expected one of: {known})")
         defaults.append(_section_default(tp, part))
         tp = fields[part]
         types.append(tp)
@@ -745,9 +749,11 @@ def _format_errors(exc: ValidationError, data: Any, source: str) -> str:
         inner = (err.get("ctx") or {}).get("error")
         if isinstance(inner, _OptionsError):
             for sub in inner.errors:
-                lines.append(f"{source}: {key}.{_dotted(sub['loc'], inner.data)}: {_describe(sub)}")
+                known = known_keys(inner.model, sub["loc"]) if inner.model is not None else []
+                lines.append(f"{source}: {key}.{_dotted(sub['loc'], inner.data)}: {_describe(sub, known)}")
             continue
-        lines.append(f"{source}: {key or '<top level>'}: {_describe(err)}")
+        known = known_keys(RunConfig, err["loc"]) if err["type"] == "extra_forbidden" else []
+        lines.append(f"{source}: {key or '<top level>'}: {_describe(err, known)}")
     return "\n".join(lines)
 
 
@@ -777,14 +783,17 @@ def _num(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
-def _describe(err: dict) -> str:
+def _describe(err: dict, known: Iterable[str] = ()) -> str:
+    """One problem in words; `known` lists the keys accepted where an unknown key was
+    found, for a close-name suggestion."""
     kind = err["type"]
     ctx = err.get("ctx") or {}
     got = err.get("input")
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
-        return "unknown key"
+        loc = err.get("loc") or ("",)
+        return "unknown key" + did_you_mean(loc[-1], known)
     if kind == "greater_than_equal":
         return f"must be >= {_num(ctx['ge'])} (got {got!r})"
     if kind == "greater_than":
@@ -820,9 +829,14 @@ def _describe(err: dict) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"must be a mapping (got {_got(got)})"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')} (got {got!r})"
+        expected = ctx.get("expected")
+        return f"must be one of {expected} (got {got!r}){did_you_mean(got, quoted_choices(expected))}"
     if kind == "union_tag_invalid":
-        return f"unknown dist {ctx.get('tag')!r} (expected one of: {', '.join(DIST_NAMES)})"
+        # The tag key is `dist` for a duration law, `kind` for demand.daily.
+        tag_key = "".join(quoted_choices(ctx.get("discriminator", "'dist'"))) or "dist"
+        tags = quoted_choices(ctx.get("expected_tags", "")) or list(DIST_NAMES)
+        return (f"unknown {tag_key} {ctx.get('tag')!r}{did_you_mean(ctx.get('tag'), tags)} "
+                f"(expected one of: {', '.join(tags)})")
     if kind == "union_tag_not_found":
         return f"needs a 'dist' key (one of: {', '.join(DIST_NAMES)})"
     if kind == "value_error":

@@ -164,6 +164,7 @@ def _select(ds, selections: list[str], source: str):
     no axis for, naming its values."""
     from gmm_volunteer import figures
     from gmm_volunteer.config import ConfigError, parse_override
+    from gmm_volunteer.suggest import did_you_mean
 
     CommandError = _command_error()
     for text in selections:
@@ -172,12 +173,14 @@ def _select(ds, selections: list[str], source: str):
         except ConfigError as exc:
             raise CommandError(str(exc).replace("--set", "--sel")) from None
         if dim not in ds.dims:
-            raise CommandError(f"--sel {text}: {source} has no dimension {dim!r} "
+            raise CommandError(f"--sel {text}: {source} has no dimension {dim!r}"
+                               f"{did_you_mean(dim, map(str, ds.dims))} "
                                f"(dimensions: {', '.join(map(str, ds.dims))})")
         values = [v.item() if hasattr(v, "item") else v for v in ds[dim].values]
         match = [i for i, v in enumerate(values) if v == value or str(v) == str(value)]
         if not match:
-            raise CommandError(f"--sel {text}: {dim} has no value {value!r} (values: "
+            raise CommandError(f"--sel {text}: {dim} has no value {value!r}"
+                               f"{did_you_mean(str(value), map(str, values))} (values: "
                                f"{', '.join(map(str, values))})")
         ds = ds.isel({dim: match[0]}, drop=True)
     for d in ds.dims:

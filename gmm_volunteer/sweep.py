@@ -167,7 +167,10 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
         raise GridError(f"{source}: top level must be a mapping with keys {', '.join(GRID_KEYS)}")
     for key in data:
         if key not in GRID_KEYS:
-            raise GridError(f"{source}: {key}: unknown grid key (expected one of: {', '.join(GRID_KEYS)})")
+            from gmm_volunteer.suggest import did_you_mean
+
+            raise GridError(f"{source}: {key}: unknown grid key{did_you_mean(key, GRID_KEYS)} "
+                            f"(expected one of: {', '.join(GRID_KEYS)})")
     for key in ("base", "grid"):
         if key not in data:
             raise GridError(f"{source}: {key}: required key is missing")

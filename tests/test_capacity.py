@@ -156,6 +156,12 @@ def test_unknown_request_type_is_named(cfg):
                       run_fn=lambda c, progress=False: exponential_simulate(c))
 
 
+def test_mistyped_request_type_gets_a_suggestion(cfg):
+    with pytest.raises(ValueError, match="unknown request type 'ligth5' in targets; did you mean 'light5'"):
+        find_capacity(cfg, {"ligth5": 10.0}, seeds=[0], log=None,
+                      run_fn=lambda c, progress=False: exponential_simulate(c))
+
+
 def test_capacity_cli_bad_target_exits_2(cfg, tmp_path, capsys):
     from gmm_volunteer.cli import main
 

@@ -261,6 +261,77 @@ def test_malformed_file_names_file_and_key(tmp_path, bundle, name, data, key, pr
     assert problem in line, msg
 
 
+# A mistyped name gets the close name it was probably meant to be (docs/usage.md, "Errors").
+MISTYPED = [
+    ("key", {**MINIMAL, "users": {"count": 5, "cpacity": 2}}, "users.cpacity", "unknown key", "capacity"),
+    ("top_key", {**MINIMAL, "stpes": 3}, "stpes", "unknown key", "steps"),
+    ("case", {**MINIMAL, "Steps": 3}, "Steps", "unknown key", "steps"),
+    ("dist_name", {**MINIMAL, "availability": {"online": {"dist": "weibul", "scale": 1, "shape": 1}}},
+     "availability.online", "unknown dist 'weibul'", "weibull"),
+    ("dist_param", {**MINIMAL, "requests": {"patience": {"dist": "pareto", "scale": 30, "shpe": 1.5}}},
+     "requests.patience.shpe", "unknown key", "shape"),
+    ("literal", {**MINIMAL, "allocation": {"restart": "burnin"}}, "allocation.restart", "must be one of",
+     "burn_in"),
+    ("demand_kind", {**MINIMAL, "demand": {"daily": {"kind": "sinusiod"}}}, "demand.daily",
+     "unknown kind 'sinusiod'", "sinusoid"),
+    ("demand_key", {**MINIMAL, "demand": {"daily": {"kind": "sinusoid", "amplitde": 0.3}}},
+     "demand.daily.amplitde", "unknown key", "amplitude"),
+    ("allocation_base", {**MINIMAL, "server": {"capacity": 2, "allocation": "fited"}}, "server.allocation",
+     "must be 'dedicated', 'fitted'", "fitted"),
+    ("resource", {**MINIMAL, "server": {"capacity": 2, "allocation": {"mean": {"cpuu": 0.5}}}},
+     "server.allocation.mean.cpuu", "unknown key", "cpu"),
+    ("profile_resource", {**MINIMAL, "base_profile": {"memroy": 100}}, "base_profile.memroy", "unknown key",
+     "memory"),
+    ("scheduler", {**MINIMAL, "scheduler": "unifrom"}, "scheduler", "unknown scheduler 'unifrom'", "uniform"),
+    ("executor", {**MINIMAL, "executor": "defualt"}, "executor", "unknown executor 'defualt'", "default"),
+    ("autoscaler", {**MINIMAL, "autoscaler": "reactve"}, "autoscaler", "unknown autoscaler 'reactve'",
+     "reactive"),
+    ("option_key", {**MINIMAL, "scheduler_options": {"rejection_trie": 3}}, "scheduler_options.rejection_trie",
+     "unknown key", "rejection_tries"),
+]
+
+
+@pytest.mark.parametrize("name, data, key, problem, close", MISTYPED, ids=[m[0] for m in MISTYPED])
+def test_mistyped_name_gets_a_suggestion(tmp_path, bundle, name, data, key, problem, close):
+    path = write(tmp_path, data, f"{name}.yaml")
+    msg = error_of(path)
+    line = next((ln for ln in msg.splitlines() if ln.startswith(f"{path}: {key}: ")), None)
+    assert line is not None, msg
+    assert problem in line and f"did you mean {close!r}?" in line, line
+
+
+def test_mistyped_override_key_gets_a_suggestion(tmp_path, bundle):
+    msg = error_of(write(tmp_path, MINIMAL), ["users.cuont=3"])
+    assert msg.startswith(f"{tmp_path / 'run.yaml'}: users.cuont: unknown config key; did you mean 'count'?")
+    msg = error_of(write(tmp_path, MINIMAL), ["availabilty.online.scale=3"])
+    assert "availabilty: unknown config key; did you mean 'availability'?" in msg
+
+
+@pytest.mark.parametrize("data, override", [
+    ({**MINIMAL, "zzzzzz": 1}, ()),
+    ({**MINIMAL, "scheduler": "qqqqq"}, ()),
+    (MINIMAL, ["users.xyzzy=3"]),
+])
+def test_no_suggestion_without_a_close_name(tmp_path, bundle, data, override):
+    assert "did you mean" not in error_of(write(tmp_path, data), override)
+
+
+def test_close_name():
+    from gmm_volunteer.suggest import close_name, did_you_mean, known_keys
+
+    assert close_name("cuont", ["count", "capacity", "allocation"]) == "count"
+    assert close_name("COUNT", ["count", "capacity"]) == "count"
+    assert close_name("count", ["count", "capacity"]) is None  # exists: nothing to suggest
+    assert close_name("zzz", ["count", "capacity"]) is None
+    assert close_name(5, ["count"]) is None
+    assert did_you_mean("cpuu", ["cpu", "memory"]) == "; did you mean 'cpu'?"
+    assert did_you_mean("zzz", ["cpu", "memory"]) == ""
+    # a tagged union's branch name in an error location selects that branch
+    assert sorted(known_keys(RunConfig, ("requests", "patience", "pareto", "shpe"))) == ["dist", "scale", "shape"]
+    assert "capacity" in known_keys(RunConfig, ("users", "cpacity"))
+    assert known_keys(RunConfig, ("nope", "deeper", "x")) == []
+
+
 def test_all_problems_reported_at_once(tmp_path, bundle):
     path = write(tmp_path, {**MINIMAL, "steps": 0, "users": {"count": 0}, "extra": 1})
     lines = error_of(path).splitlines()

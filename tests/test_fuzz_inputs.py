@@ -128,6 +128,8 @@ def test_fuzz_overrides(place, key, value):
         assert str(path) in err or "--set" in err, err
         if key and ".." not in key:
             assert key.split(".")[0] in err, (key, value, err)
+        if key == "users.cuont":  # a mistyped key, whatever the value: the close name is offered
+            assert "users.cuont: unknown config key; did you mean 'count'?" in err, err
 
 
 @FUZZ

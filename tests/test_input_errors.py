@@ -177,6 +177,47 @@ def test_unreadable_bundle_exits_2(workdir, engine, capsys, raw, needle):
     refused(["run", "run.yaml"], workdir, engine, capsys, "bundle.yaml", needle)
 
 
+@pytest.mark.parametrize("edit, needle", [
+    (lambda d: d["allocation"].__setitem__("bandin", d["allocation"].pop("band_in")),
+     "allocation.bandin.[key]: Input should be 'band_in'"),
+    (lambda d: d["subtask_types"][0].__setitem__("data_sizemb", d["subtask_types"][0].pop("data_size_mb")),
+     "subtask_types.0.data_sizemb: Extra inputs are not permitted; did you mean 'data_size_mb'?"),
+    (lambda d: d["task_types"][0]["subtasks"].__setitem__(0, d["subtask_types"][0]["name"] + "x"),
+     "unknown subtask type"),
+])
+def test_mistyped_bundle_name_gets_a_suggestion(workdir, engine, capsys, edit, needle):
+    _corrupt(workdir, edit)
+    refused(["run", "run.yaml"], workdir, engine, capsys, "bundle.yaml: ", needle, "did you mean '")
+
+
+@pytest.mark.parametrize("command, close", [("rn", "run"), ("sumarize", "summarize"), ("capacty", "capacity")])
+def test_mistyped_subcommand_gets_a_suggestion(capsys, command, close):
+    with pytest.raises(SystemExit) as info:  # argparse exits by itself
+        main([command, "x"])
+    assert info.value.code == 2
+    assert f"invalid choice: {command!r}; did you mean {close!r}?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "run.yaml", "--set", "users.cuont=3"], "run.yaml: users.cuont: unknown config key; did you mean 'count'?"),
+    (["run", "run.yaml", "--set", "scheduler=unifrom"], "scheduler: unknown scheduler 'unifrom'; did you mean 'uniform'?"),
+    (["run", "run.yaml", "--set", "scheduler_options={rejection_trie: 2}"],
+     "scheduler_options.rejection_trie: unknown key; did you mean 'rejection_tries'?"),
+])
+def test_mistyped_names_on_the_command_line_get_a_suggestion(workdir, engine, capsys, argv, needle):
+    refused(argv, workdir, engine, capsys, needle)
+
+
+def test_mistyped_grid_key_gets_a_suggestion(tmp_path, capsys):
+    path = write_tiny_grid(tmp_path, seeds=1)
+    spec = yaml.safe_load(path.read_text())
+    spec["sedes"] = spec.pop("seeds")
+    path.write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(path), "--serial", "--quiet"]) == 2
+    assert f"{path}: sedes: unknown grid key; did you mean 'seeds'?" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_hazard_terms_beyond_the_degree_are_refused():
     data = synthetic_bundle()
     data["hazard"] = {"degree": 1, "phases": {ph: {
@@ -325,6 +366,10 @@ def test_report_on_a_grid_with_an_extra_dimension(tmp_path, capsys):
     assert not out.exists()
     assert main(["report", str(grid.output), "-o", str(out), "--sel", "model=nowhere"]) == 2
     assert "model has no value 'nowhere'" in capsys.readouterr().err
+    assert main(["report", str(grid.output), "-o", str(out), "--sel", f"modle={second}"]) == 2
+    assert "has no dimension 'modle'; did you mean 'model'?" in capsys.readouterr().err
+    assert main(["report", str(grid.output), "-o", str(out), "--sel", f"model={second}x"]) == 2
+    assert f"did you mean '{second}'?" in capsys.readouterr().err
     assert main(["report", str(grid.output), "-o", str(out), "--sel", f"model={second}"]) == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
 

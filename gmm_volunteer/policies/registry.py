@@ -122,8 +122,11 @@ def resolve(kind: str, name: str) -> Any:
         elif ":" in name:
             found = name
     if found is None:
+        from gmm_volunteer.suggest import did_you_mean
+
         raise UnknownPolicyError(
-            f"unknown {kind} {name!r} (known: {', '.join(names(kind)) or 'none registered'};"
+            f"unknown {kind} {name!r}{did_you_mean(name, names(kind))} "
+            f"(known: {', '.join(names(kind)) or 'none registered'};"
             " or name a class as package.module:Class)"
         )
     if isinstance(found, str):
