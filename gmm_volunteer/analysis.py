@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from gmm_volunteer.runs import open_runs  # noqa: F401  (many run stores as one dataset)
 from gmm_volunteer.summary import run_metrics
 
 

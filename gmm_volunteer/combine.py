@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from gmm_volunteer import conventions
 from gmm_volunteer.results import is_complete, open_result, write_result
 from gmm_volunteer.summary import run_metrics
 from gmm_volunteer.sweep import COMBINED, read_manifest
@@ -121,7 +122,8 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
         data_vars[name] = (tuple(dims) + tuple(vdims), stacked, attrs)
     data_vars["run_complete"] = (tuple(dims), complete.reshape(shape),
                                  {"long_name": "the run's store was complete when combined"})
-    data_vars["run_name"] = (tuple(dims), np.array([r["name"] for r in runs], dtype=object).reshape(shape))
+    data_vars["run_name"] = (tuple(dims), np.array([r["name"] for r in runs], dtype=object).reshape(shape),
+                             {"long_name": "name of the run (its store under runs/)"})
 
     all_coords = {d: (d, np.array(coords[d], dtype=object if any(isinstance(v, str) for v in coords[d]) else None))
                   for d in dims}
@@ -144,7 +146,9 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
         "gmmv_version": first_attrs.get("gmmv_version", ""),
         "steps": first_attrs.get("steps", 0),
     }
-    return xr.Dataset(data_vars, coords=all_coords, attrs=attrs)
+    # A grid dimension is named after the config key it sets (sweep_dim_keys).
+    long_names = {name: f"config key {d['key']}" for name, d in manifest["dims"].items()}
+    return conventions.finish(xr.Dataset(data_vars, coords=all_coords, attrs=attrs), long_names)
 
 
 def write_combined(output, path=None, quantiles=COMBINED_QUANTILES) -> Path:

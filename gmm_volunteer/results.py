@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from gmm_volunteer import __version__
+from gmm_volunteer import __version__, conventions
 from gmm_volunteer.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES, RunRecord
 
 RESOURCE_UNITS = {
@@ -141,12 +141,14 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         series[name] = arr.astype(dtype, copy=False)
 
     latency = (requests["request_end"] - requests["request_start"]).astype(np.int64)
-    per_resource_units = ", ".join(f"{r} {u}" for r, u in RESOURCE_UNITS.items())
+    # Units differ per resource: the coordinate resource_unit holds them (conventions).
+    per_resource_units = {"units_coordinate": "resource_unit"}
     data_vars = {
         "request_user": (("request",), requests["request_user"],
-                         {"long_name": "user (1..N) who issued the request"}),
+                         {"long_name": "user (1..N) who issued the request", "units": "1"}),
         "request_type": (("request",), requests["request_type"],
-                         {"long_name": "request type, index into request_type_name"}),
+                         {"long_name": "request type, index into request_type_name",
+                          **conventions.flag_attrs(type_names)}),
         "request_start": (("request",), requests["request_start"],
                           {"long_name": "step the request started", "units": "s"}),
         "request_end": (("request",), requests["request_end"],
@@ -164,15 +166,13 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         "active_requests": (("time",), series["active_requests"],
                             {"long_name": "users with an active request", "units": "1"}),
         "server_allocation": (("time", "resource"), series["server_allocation"], {
-            "long_name": "server allocation a_t", "units": per_resource_units,
+            "long_name": "server allocation a_t", **per_resource_units,
         }),
         "server_consumption": (("time", "resource"), series["server_consumption"], {
-            "long_name": "server consumption c_t before the executor acts",
-            "units": per_resource_units,
+            "long_name": "server consumption c_t before the executor acts", **per_resource_units,
         }),
         "user_consumption": (("time", "resource"), series["user_consumption"], {
-            "long_name": "consumption c_t summed over user nodes",
-            "units": per_resource_units,
+            "long_name": "consumption c_t summed over user nodes", **per_resource_units,
         }),
         "subtask_events": (("time", "node_class", "event"), series["subtask_events"], {
             "long_name": "subtask events per step", "units": "1",
@@ -190,9 +190,11 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         "node_class": ("node_class", _strings(NODE_CLASSES)),
         "event": ("event", _strings(EVENTS)),
         "request_type_name": ("request_type_dim", _strings(type_names)),
+        conventions.LABEL: ("request", conventions.request_type_labels(requests["request_type"], type_names)),
     }
     if "scaling_actions" in data_vars:
         coords["action_field"] = ("action_field", _strings(ACTION_FIELDS))
+        coords["action_field_unit"] = ("action_field", _strings(ACTION_FIELD_UNITS))
     # Series a policy records (RunRecord.policy_series, docs/routing.md).
     for name, (dims, arr, var_attrs) in dict(record.policy_series).items():
         arr = np.asarray(arr)
@@ -209,10 +211,10 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     attrs["steps"] = steps
     attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
     ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
-    return ds
+    return conventions.finish(ds)
 
 
-def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: str) -> None:
+def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: dict) -> None:
     """The dedicated server's capacity series and scaling actions (docs/model.md D17),
     when the record has them (records made before autoscalers existed do not)."""
     cap = getattr(record, "dedicated_capacity", None)
@@ -220,8 +222,7 @@ def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: str
         cap = np.asarray(cap)
         _check_shape("dedicated_capacity", cap, (steps, len(RESOURCES)))
         data_vars["dedicated_capacity"] = (("time", "resource"), cap.astype(np.float32), {
-            "long_name": "dedicated server maximum allocation in effect (autoscaler)",
-            "units": units,
+            "long_name": "dedicated server maximum allocation in effect (autoscaler)", **units,
         })
     acts = getattr(record, "scaling_actions", None)
     if acts is not None:
@@ -229,18 +230,20 @@ def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: str
         data_vars["scaling_actions"] = (("scaling_action", "action_field"), acts, {
             "long_name": "autoscaler actions: step ordered, step effective (-1 cancelled), "
                          "units from, units to",
-            "units": "s, s, 1, 1",
+            "units_coordinate": "action_field_unit",
         })
         cost = getattr(record, "scaling_action_cost", None)
         if cost is not None:
             data_vars["scaling_action_cost"] = (("scaling_action",), np.asarray(cost, np.float64), {
                 "long_name": "capacity-hours the action added (negative: removed) until the end "
-                             "of the run; 0 if cancelled",
-                "units": "capacity multiplier x h (x base_profile)",
+                             "of the run, in capacity multiplier x hours (of base_profile); "
+                             "0 if cancelled",
+                "units": "h",
             })
 
 
 ACTION_FIELDS = ("ordered", "effective", "from_units", "to_units")
+ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # steps are 1 s; units of dedicated capacity
 
 
 # -- atomic writing ---------------------------------------------------------------------
@@ -424,15 +427,27 @@ def _encoding(ds: xr.Dataset) -> dict:
 
 
 def _write_store(ds: xr.Dataset, target: Path) -> None:
-    ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=False,
-               encoding=_encoding(ds))
+    import warnings
+
+    with warnings.catch_warnings():
+        # zarr notes that consolidated metadata is not (yet) part of the zarr v3
+        # specification; xarray and zarr-python read it, and it lets a store open with
+        # one read instead of one per array (docs/formats.md).
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=True,
+                   encoding=_encoding(ds))
 
 
 def _mark_complete(target: Path) -> None:
+    import warnings
+
     import zarr
 
     group = zarr.open_group(str(target), mode="r+")
-    group.attrs[COMPLETE_ATTR] = True
+    group.attrs[COMPLETE_ATTR] = 1  # 1, not true: netCDF has no boolean attributes
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        zarr.consolidate_metadata(str(target))  # the consolidated copy must say complete too
 
 
 def write_result(record_or_ds, path, overwrite: bool = False) -> Path:
@@ -517,5 +532,20 @@ def open_result(path, chunks=None) -> xr.Dataset:
             "so its run was interrupted or is still being written; re-run it"
         )
     # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).
-    ds = xr.open_zarr(str(path), consolidated=False, chunks={} if chunks is None else chunks)
-    return _plain_string_coords(ds)
+    ds = xr.open_zarr(str(path), consolidated=_is_consolidated(path),
+                      chunks={} if chunks is None else chunks)
+    if conventions.LABEL in ds.coords:  # rebuilt from the codes: no text to decode
+        ds = ds.drop_vars(conventions.LABEL)
+    ds = _plain_string_coords(ds)
+    if conventions.store_format(ds) < conventions.STORE_FORMAT:
+        return conventions.upgrade(ds)  # a store of 0.3.0 or before
+    return conventions.label_requests(ds)
+
+
+def _is_consolidated(path: Path) -> bool:
+    """Whether the store has consolidated metadata (stores of format 1 have none)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and isinstance(meta.get("consolidated_metadata"), dict)

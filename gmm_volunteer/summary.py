@@ -17,6 +17,7 @@ from gmm_volunteer.config import ALLOCATION_RESOURCES
 from gmm_volunteer.runrecord import MONITOR_OPS, OUTCOMES
 
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
+PER_RESOURCE = {"units_coordinate": "resource_unit"}
 
 
 def _type_names(ds: xr.Dataset) -> list[str]:
@@ -144,14 +145,16 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
                                       "units": "s"}),
             "latency_mean": (("request_type",), lmean,
                              {"long_name": "mean latency of completed requests", "units": "s"}),
+            # units per resource: the coordinate resource_unit (gmm_volunteer.conventions)
             "server_consumption_mean": (("resource",), _mean(cons),
-                                        {"long_name": "server consumption, mean over steps"}),
+                                        {"long_name": "server consumption, mean over steps", **PER_RESOURCE}),
             "server_consumption_sd": (("resource",), _sd(cons),
-                                      {"long_name": "server consumption, sd over steps (ddof 0)"}),
+                                      {"long_name": "server consumption, sd over steps (ddof 0)", **PER_RESOURCE}),
             "server_allocation_mean": (("resource",), _mean(alloc),
-                                       {"long_name": "server allocation, mean over steps"}),
+                                       {"long_name": "server allocation, mean over steps", **PER_RESOURCE}),
             "user_consumption_mean": (("resource",), _mean(ucons),
-                                      {"long_name": "consumption summed over user nodes, mean over steps"}),
+                                      {"long_name": "consumption summed over user nodes, mean over steps",
+                                       **PER_RESOURCE}),
             "subtask_events_total": (("node_class", "event"), events,
                                      {"long_name": "subtask events over the run", "units": "1"}),
             "subtask_completion_rate": (("node_class",), rate,
@@ -160,13 +163,16 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
                                     {"long_name": "monitoring calls over the run", "units": "1"}),
             "monitor_bytes_total": (("monitor_op",), mon_bytes,
                                     {"long_name": "monitoring traffic over the run", "units": "B"}),
-            "online_users_mean": ((), _scalar_mean(ds["online_users"])),
+            "online_users_mean": ((), _scalar_mean(ds["online_users"]),
+                                  {"long_name": "users online, mean over steps", "units": "1"}),
             "capacity_hours": (("resource",), capacity_hours(ds),
                                {"long_name": "dedicated server capacity integrated over the run",
-                                "units": "resource unit x h"}),
+                                "units_coordinate": "capacity_hours_unit"}),
             "scaling_actions_total": ((), scaling_action_count(ds),
                                       {"long_name": "autoscaler actions that took effect", "units": "1"}),
-            "active_requests_mean": ((), _scalar_mean(ds["active_requests"])),
+            "active_requests_mean": ((), _scalar_mean(ds["active_requests"]),
+                                     {"long_name": "users with an active request, mean over steps",
+                                      "units": "1"}),
         },
         coords={
             "request_type": ("request_type", np.array(names, dtype=object)),
@@ -174,6 +180,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "quantile": ("quantile", quantiles),
             "resource": ("resource", np.array(resources, dtype=object)),
             "resource_unit": ("resource", np.array(units, dtype=object)),
+            "capacity_hours_unit": ("resource", np.array([f"{u} h" for u in units], dtype=object)),
             "node_class": ("node_class", np.array(node_classes, dtype=object)),
             "event": ("event", np.array(event_names, dtype=object)),
             "monitor_op": ("monitor_op", np.array(MONITOR_OPS, dtype=object)),

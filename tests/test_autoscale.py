@@ -85,7 +85,8 @@ def test_capacity_series_and_actions_reach_the_result_store(synthetic_model):
     rec = simulate(cfg, progress=False)
     ds = build_dataset(rec)
     assert ds["dedicated_capacity"].dims == ("time", "resource")
-    assert "Mbit/s" in ds["dedicated_capacity"].attrs["units"]
+    assert ds["dedicated_capacity"].attrs["units_coordinate"] == "resource_unit"
+    assert "Mbit/s" in list(ds["resource_unit"].values)
     assert ds["scaling_actions"].dims == ("scaling_action", "action_field")
     assert list(ds["action_field"].values) == ["ordered", "effective", "from_units", "to_units"]
     # one unit more every 100 s from 2 (ordered at 100, 200, 300; 20 s to serve)

@@ -1,0 +1,201 @@
+"""Conventions of the stored datasets (docs/formats.md, "Conventions"): long names and
+units everywhere, request types as labels, netCDF-safe attributes, consolidated
+metadata, many runs opened together, and stores of format 1 (0.3.0) still readable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from gmm_volunteer import conventions
+from gmm_volunteer.results import build_dataset, is_complete, open_result, write_result
+from gmm_volunteer.runs import open_runs
+from gmm_volunteer.summary import run_metrics, summarize
+
+from engine_support import bundle_dir, make_config
+from helpers import TYPE_NAMES, make_record
+
+# Written by gmm-volunteer 0.3.0's write_result from helpers.make_record(seed=5, steps=60,
+# n_requests=40) plus a constant dedicated_capacity and two scaling actions.
+FORMAT1 = Path(__file__).parent / "data" / "store_format1.zarr"
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory):
+    """Three small simulated runs (different schedulers, users, lengths), stored."""
+    from gmm_volunteer.engine import simulate
+
+    root = tmp_path_factory.mktemp("conv")
+    bundle = bundle_dir(root)
+    paths = []
+    for i, (users, scheduler, steps) in enumerate([(60, "uniform", 300), (80, "centralized", 300),
+                                                   (60, "affinity", 250)]):
+        cfg = make_config(bundle, users=users, steps=steps, scheduler=scheduler, seed=i)
+        paths.append(write_result(simulate(cfg, progress=False), root / f"r{i}.zarr"))
+    return paths
+
+
+def check_conventions(ds: xr.Dataset) -> None:
+    """What docs/formats.md promises of every stored dataset."""
+    for name, var in ds.variables.items():
+        assert "long_name" in var.attrs, name
+        for key, value in var.attrs.items():
+            assert not isinstance(value, (bool, dict, type(None))), (name, key, value)
+    for name, var in ds.data_vars.items():
+        if var.dtype.kind not in "iuf" or "flag_values" in var.attrs:
+            continue  # text, booleans and codes have no unit
+        if "units" in var.attrs:
+            assert "," not in var.attrs["units"], (name, var.attrs["units"])
+            continue
+        coord = var.attrs.get("units_coordinate")
+        assert coord in ds.coords, (name, var.attrs)
+        assert set(ds[coord].dims) <= set(var.dims), (name, coord)
+    for key, value in ds.attrs.items():
+        assert not isinstance(value, (bool, dict, type(None))), (key, value)
+
+
+def test_a_real_run_follows_the_conventions_and_writes_to_netcdf(real_runs, tmp_path):
+    pytest.importorskip("netCDF4")
+    ds = open_result(real_runs[0])
+    check_conventions(ds)
+    assert ds.attrs["store_format"] == conventions.STORE_FORMAT
+    ds.to_netcdf(tmp_path / "run.nc")
+    back = xr.open_dataset(tmp_path / "run.nc")
+    assert list(back["request_type_label"].values) == list(ds["request_type_label"].values)
+    np.testing.assert_array_equal(back["server_consumption"].values, ds["server_consumption"].values)
+
+
+def test_the_dataset_before_writing_writes_to_netcdf_too(tmp_path):
+    pytest.importorskip("netCDF4")
+    ds = build_dataset(make_record(seed=2, steps=50, n_requests=30))
+    check_conventions(ds)
+    ds.to_netcdf(tmp_path / "built.nc")
+
+
+def test_units_per_resource_come_from_a_coordinate(real_runs):
+    ds = open_result(real_runs[0])
+    var = ds["server_consumption"]
+    assert "units" not in var.attrs and var.attrs["units_coordinate"] == "resource_unit"
+    cpu = var.sel(resource="cpu")
+    assert str(cpu["resource_unit"].values) == "%"  # the unit stays with a selection
+    assert dict(zip(ds["resource"].values, ds["resource_unit"].values)) == {
+        "band_in": "Mbit/s", "band_out": "Mbit/s", "cpu": "%", "memory": "MB", "storage": "MB"}
+
+
+def test_request_type_is_a_labelled_coordinate(real_runs):
+    ds = open_result(real_runs[0])
+    codes = ds["request_type"].values
+    assert ds["request_type"].attrs["flag_meanings"].split() == list(TYPE_NAMES)
+    assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in codes]
+    # groupby by name, with the latencies still lazy (dask)
+    assert ds["request_latency"].chunks is not None
+    by_type = ds["request_latency"].groupby("request_type_label").mean().compute()
+    for name in by_type["request_type_label"].values:
+        expected = ds["request_latency"].values[codes == TYPE_NAMES.index(name)].mean()
+        assert float(by_type.sel(request_type_label=name)) == pytest.approx(expected)
+    # the labels are in the store itself, for readers that do not use open_result
+    raw = xr.open_zarr(real_runs[0])
+    assert list(raw["request_type_label"].values) == list(ds["request_type_label"].values)
+
+
+def test_stores_have_consolidated_metadata(real_runs):
+    meta = json.loads((real_runs[0] / "zarr.json").read_text())
+    assert isinstance(meta.get("consolidated_metadata"), dict)
+    assert "request_latency" in meta["consolidated_metadata"]["metadata"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # plain open_zarr neither warns nor falls back
+        ds = xr.open_zarr(real_runs[0])
+    assert ds.attrs["complete"] == 1 and is_complete(real_runs[0])
+
+
+def test_open_runs_stacks_runs_along_run(real_runs, tmp_path):
+    ds = open_runs(real_runs)
+    assert ds.sizes["run"] == 3 and list(ds["run"].values) == [str(p) for p in real_runs]
+    assert list(ds["scheduler"].values) == ["uniform", "centralized", "affinity"]
+    assert list(ds["users"].values) == [60, 80, 60] and list(ds["seed"].values) == [0, 1, 2]
+    assert ds.sizes["time"] == 300  # the 250-step run is padded with NaN
+    assert np.isnan(ds["online_users"].isel(run=2, time=slice(250, None)).values).all()
+    singles = [open_result(p) for p in real_runs]
+    assert list(ds["request_count"].values) == [s.sizes["request"] for s in singles]
+    for i, single in enumerate(singles):
+        n = single.sizes["request"]
+        np.testing.assert_array_equal(ds["request_latency"].isel(run=i, request=slice(0, n)).values,
+                                      single["request_latency"].values)
+        assert list(ds["request_type_label"].values[i, :n]) == list(single["request_type_label"].values)
+        np.testing.assert_array_equal(
+            ds["server_consumption"].isel(run=i, time=slice(0, single.sizes["time"])).values,
+            single["server_consumption"].values)
+    cpu = ds["server_consumption"].sel(resource="cpu").mean("time").groupby("scheduler").mean()
+    assert cpu.sel(scheduler="centralized") == pytest.approx(
+        float(singles[1]["server_consumption"].sel(resource="cpu").mean()), rel=1e-5)
+    if pytest.importorskip("netCDF4"):
+        ds.to_netcdf(tmp_path / "runs.nc")
+
+
+def test_open_mfdataset_recipe_for_the_series(real_runs):
+    """The recipe of docs/formats.md for the per-step series of many runs."""
+    ds = xr.open_mfdataset([str(p) for p in real_runs], engine="zarr", combine="nested",
+                           concat_dim="run", join="outer", combine_attrs="drop_conflicts",
+                           preprocess=lambda d: d.drop_dims(["request", "scaling_action"], errors="ignore"))
+    assert ds.sizes["run"] == 3 and ds.sizes["time"] == 300
+    np.testing.assert_array_equal(ds["server_consumption"].isel(run=1).values,
+                                  open_result(real_runs[1])["server_consumption"].values)
+
+
+def test_combined_sweep_store_follows_the_conventions(tmp_path):
+    from gmm_volunteer.combine import open_combined, write_combined
+    from gmm_volunteer.sweep import load_grid, run_sweep
+
+    from helpers import fake_simulate, write_tiny_grid
+
+    grid = load_grid(write_tiny_grid(tmp_path, seeds=2, steps=60))
+    run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False, combine=False)
+    write_combined(grid.output)
+    ds = open_combined(grid.output)
+    check_conventions(ds)
+    assert ds["users"].attrs["long_name"] == "config key users.count"
+    assert json.loads(ds.attrs["sweep_dim_keys"])["users"] == "users.count"
+    assert ds["capacity_hours"].attrs["units_coordinate"] == "capacity_hours_unit"
+    assert str(ds["capacity_hours_unit"].sel(resource="cpu").values) == "% h"
+    if pytest.importorskip("netCDF4"):
+        ds.to_netcdf(tmp_path / "combined.nc")
+
+
+# -- stores written by 0.3.0 (format 1) ----------------------------------------------------
+
+def test_format1_store_opens_with_the_new_conventions(tmp_path):
+    store = shutil.copytree(FORMAT1, tmp_path / "old.zarr")
+    assert "store_format" not in json.loads((store / "zarr.json").read_text())["attributes"]
+    ds = open_result(store)
+    assert ds.attrs["store_format"] == 1  # what the store is; it reads like format 2
+    rec = make_record(seed=5, steps=60, n_requests=40)  # what 0.3.0 wrote into it
+    np.testing.assert_array_equal(ds["request_latency"].values, rec.request_end - rec.request_start)
+    np.testing.assert_array_equal(ds["server_consumption"].values, rec.server_consumption)
+    assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in rec.request_type]
+    check_conventions(ds)
+    assert ds.attrs["model_provisional"] == 1 and ds.attrs["complete"] == 1
+    assert run_metrics(ds)["requests"].sum() == 40
+    assert ds["dedicated_capacity"].attrs["units_coordinate"] == "resource_unit"
+    assert ds["scaling_actions"].attrs["units_coordinate"] == "action_field_unit"
+    assert list(ds["action_field_unit"].values) == ["s", "s", "1", "1"]
+    assert ds["scaling_actions"].values.tolist() == [[10, 20, 1, 2], [30, -1, 2, 1]]
+    assert "light5" in summarize(ds)
+    if pytest.importorskip("netCDF4"):
+        ds.to_netcdf(tmp_path / "old.nc")
+
+
+def test_netcdf_attr():
+    assert conventions.netcdf_attr(True) == 1
+    assert conventions.netcdf_attr(None) is None
+    assert conventions.netcdf_attr({"b": 1, "a": [1, 2]}) == '{"a": [1, 2], "b": 1}'
+    assert conventions.netcdf_attr([1, 2.5]) == [1, 2.5]
+    assert conventions.netcdf_attr(["a", "b"]) == ["a", "b"]
+    assert conventions.netcdf_attr([True, False]) == [1, 0]
+    assert conventions.netcdf_attr([[1], [2]]) == "[[1], [2]]"
+    assert conventions.netcdf_attr(np.float32(0.5)) == 0.5
