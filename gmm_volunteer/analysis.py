@@ -106,12 +106,19 @@ _NAMED = {
 }
 
 
+# Units of the named quantities (reductions and selections drop the attributes).
+_NAMED_UNITS = {"p99": "s", "p99_mean_over_types": "s", "completed": "1", "abandoned": "1",
+                "dropped": "1", "server_cpu": "%", "server_memory": "MB", "cpu_core_hours": "h",
+                "scaling_actions": "1"}
+
+
 def quantity(ds: xr.Dataset, what) -> xr.DataArray:
     """A named quantity (see `_NAMED`), a variable name, or a DataArray as is."""
     if isinstance(what, xr.DataArray):
         return what
     if what in _NAMED:
-        return _NAMED[what](ds)
+        out = _NAMED[what](ds)
+        return out.assign_attrs(units=_NAMED_UNITS[what]) if what in _NAMED_UNITS else out
     if what in ds:
         return ds[what]
     from gmm_volunteer.suggest import did_you_mean
@@ -124,11 +131,16 @@ def bootstrap_mean_ci(values: np.ndarray, confidence: float = 0.95, n_resamples:
                       method: str = "percentile", seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and bootstrap CI of the mean along the last axis, vectorized over the others.
 
-    Rows with a NaN or fewer than two values get a NaN interval.
+    Rows with a NaN or fewer than two values get a NaN interval. Fewer than three values
+    (seeds) warn (`intervals.FewSeedsWarning`): the interval is then degenerate.
     """
     from scipy import stats
 
+    from gmm_volunteer.intervals import BOOTSTRAP_TWO_SEEDS, NO_INTERVAL, warn_few_seeds
+
     values = np.asarray(values, dtype=np.float64)
+    n = values.shape[-1]
+    warn_few_seeds(n, "bootstrap interval", f"{NO_INTERVAL} (NaN)" if n < 2 else BOOTSTRAP_TWO_SEEDS)
     batch_shape = values.shape[:-1]
     flat = values.reshape(-1, values.shape[-1])
     mean = flat.mean(axis=-1)
@@ -169,13 +181,28 @@ def paired_difference(ds: xr.Dataset, what, dim: str, a, b, confidence: float = 
     dims = diff.dims[:-1]
     coords = {k: v for k, v in diff.coords.items() if "seed" not in v.dims}
     n = np.isfinite(values).sum(axis=-1)
+    unit = {"units": units_of(da)} if units_of(da) else {}
     return xr.Dataset(
-        {"mean": (dims, mean), "low": (dims, low), "high": (dims, high), "n_seeds": (dims, n)},
+        {"mean": (dims, mean, {"long_name": "mean of the per-seed differences", **unit}),
+         "low": (dims, low, {"long_name": "lower end of the confidence interval", **unit}),
+         "high": (dims, high, {"long_name": "upper end of the confidence interval", **unit}),
+         "n_seeds": (dims, n, {"long_name": "seeds with both runs present", "units": "1"})},
         coords=coords,
         attrs={"dim": dim, "a": str(a), "b": str(b), "confidence": confidence,
                "method": method, "n_resamples": n_resamples,
                "quantity": what if isinstance(what, str) else str(getattr(what, "name", ""))},
     )
+
+
+def units_of(da: xr.DataArray) -> str | None:
+    """The unit of a quantity: its ``units`` attribute, or the scalar unit coordinate a
+    selection of one resource keeps (docs/formats.md section 2.1); None if unknown."""
+    if da.attrs.get("units"):
+        return str(da.attrs["units"])
+    coord = da.attrs.get("units_coordinate")
+    if coord in da.coords and da[coord].ndim == 0:
+        return str(da[coord].values)
+    return None
 
 
 @xr.register_dataset_accessor("gmmv")

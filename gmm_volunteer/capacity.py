@@ -118,6 +118,16 @@ class CapacityResult:
 def _lower_bound(fractions: np.ndarray, met: int, n: int, confidence: float) -> float:
     from scipy import stats
 
+    from gmm_volunteer.intervals import warn_few_seeds
+
+    if fractions.size == 2:
+        warn_few_seeds(2, "the Student-t lower bound",
+                       f"1 degree of freedom (t = {stats.t.ppf(confidence, 1):.2f} at "
+                       f"{100 * confidence:g}%) makes the bound very wide", "use --seeds 3 or more")
+    elif fractions.size == 1 and n:
+        warn_few_seeds(1, "the lower bound",
+                       "it is a Clopper-Pearson bound over requests, which treats the requests of "
+                       "one run as independent (optimistic)", "use --seeds 3 or more")
     if fractions.size >= 2:
         mean = fractions.mean()
         se = fractions.std(ddof=1) / math.sqrt(fractions.size)

@@ -14,6 +14,7 @@ that ``gmmv --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
     feedback.set_verbosity(feedback.level_of(args))
     try:
-        return int(args.func(args) or EXIT_OK)
+        with _warnings_as_messages(parser, args):
+            return int(args.func(args) or EXIT_OK)
     except CommandError as exc:
         _error(parser, args, str(exc))
         return exc.code
@@ -236,6 +238,33 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         _error(parser, args, f"unexpected failure: {type(exc).__name__}: {exc}")
         return EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def _warnings_as_messages(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """Print a `FewSeedsWarning` once per command as ``gmmv COMMAND: warning: ...``
+    (not as Python's file:line warning); other warnings are left as they are."""
+    import warnings
+
+    from gmm_volunteer.intervals import FewSeedsWarning
+
+    prefix = f"{parser.prog} {args.command}" if getattr(args, "command", None) else parser.prog
+    shown: set[str] = set()
+    with warnings.catch_warnings():
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, FewSeedsWarning):
+                return original(message, category, filename, lineno, file, line)
+            if str(message) not in shown:
+                shown.add(str(message))
+                print(f"{prefix}: warning: {message}", file=sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        # every occurrence reaches `show`, which keeps one per command (Python's "once"
+        # registry would outlive the command in a process that runs several)
+        warnings.simplefilter("always", FewSeedsWarning)
+        yield
 
 
 def _input_errors() -> tuple[type[Exception], ...]:

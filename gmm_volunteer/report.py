@@ -16,6 +16,7 @@ import pandas as pd
 import xarray as xr
 
 from gmm_volunteer import analysis, figures, findings
+from gmm_volunteer.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -72,6 +73,10 @@ def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralize
         res = analysis.paired_difference(ds, what, "scheduler", other, reference,
                                          confidence=confidence, n_resamples=2000)
         df = res[["mean", "low", "high", "n_seeds"]].to_dataframe()
+        unit = res["mean"].attrs.get("units")
+        if unit and unit != "1":  # every column with a unit says it
+            df = df.rename(columns={c: f"{c} ({unit})" for c in ("mean", "low", "high")})
+        df = df.rename(columns={"n_seeds": "seeds"})
         df.insert(0, "comparison", f"{other} - {reference}")
         frames.append(df)
     if not frames:
@@ -135,6 +140,10 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
         parts.append("<h2>Paired P99 differences (same seeds), 95% bootstrap intervals</h2>")
         parts.append("<p>Negative = lower P99 than the reference scheduler. "
                      "Percentile bootstrap over seeds of the mean per-seed difference.</p>")
+        n_seeds = int(ds.sizes["seed"])
+        if n_seeds < MIN_SEEDS:
+            parts.append(f'<p class="warn">Intervals over only {n_seeds} seeds: '
+                         f"{html.escape(BOOTSTRAP_TWO_SEEDS)}. Run {MIN_SEEDS} or more seeds.</p>")
         parts.append(_table_html(paired))
     if findings.has_grid_dims(ds):
         parts.append("<h2>The paper's section 3.2 findings on this grid</h2>")

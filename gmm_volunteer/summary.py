@@ -303,7 +303,7 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
             "numbers illustrate the model, not a measured system"
         )
     lines.append("")
-    qlabels = [f"P{100 * q:g}" for q in m["quantile"].values]
+    qlabels = [f"P{100 * q:g} (s)" for q in m["quantile"].values]
     lines.append("Requests per request type (latency quantiles in s, of completed requests only)")
     rows = []
     names = [str(n) for n in m["request_type"].values]
@@ -358,7 +358,7 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
         rows = [[str(op), _fmt(float(m["monitor_calls_total"].values[i])),
                  _fmt(float(m["monitor_bytes_total"].values[i]) / 1e6, 3)]
                 for i, op in enumerate(m["monitor_op"].values)]
-        lines += _table(["operation", "calls", "MB"], rows)
+        lines += _table(["operation", "calls", "traffic (MB)"], rows)
     return "\n".join(lines) + "\n"
 
 

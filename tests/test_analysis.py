@@ -106,6 +106,30 @@ def test_bootstrap_interval_coverage():
     assert 150 <= covered <= 192
 
 
+def test_bootstrap_over_fewer_than_three_seeds_warns_naming_them():
+    import warnings
+
+    from gmm_volunteer.intervals import FewSeedsWarning
+
+    rng = np.random.default_rng(1)
+    with pytest.warns(FewSeedsWarning, match="bootstrap interval over 2 seeds: .* range of the two values"):
+        _, low, high = analysis.bootstrap_mean_ci(rng.normal(size=(4, 2)), n_resamples=500)
+    with pytest.warns(FewSeedsWarning, match="over 1 seed: no interval"):
+        _, low1, _ = analysis.bootstrap_mean_ci(rng.normal(size=(4, 1)), n_resamples=500)
+    assert np.isnan(low1).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FewSeedsWarning)
+        analysis.bootstrap_mean_ci(rng.normal(size=(4, 3)), n_resamples=500)
+
+
+def test_paired_difference_carries_the_unit():
+    ds = xr.Dataset({"latency_quantile_all": (("scheduler", "seed", "quantile"), np.arange(8.0).reshape(2, 4, 1),
+                                              {"units": "s"})},
+                    coords={"scheduler": ["a", "b"], "seed": np.arange(4), "quantile": [0.99]})
+    res = analysis.paired_difference(ds, "p99", "scheduler", "a", "b", n_resamples=200)
+    assert res["mean"].attrs["units"] == "s" and res["low"].attrs["units"] == "s"
+
+
 def test_paired_difference_uses_common_seeds():
     # Seed effects are large, the scheduler effect is a constant 2.0: pairing on seeds
     # removes the seed effect exactly, so the interval collapses onto 2.0.

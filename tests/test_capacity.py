@@ -162,6 +162,21 @@ def test_mistyped_request_type_gets_a_suggestion(cfg):
                       run_fn=lambda c, progress=False: exponential_simulate(c))
 
 
+def test_fewer_than_three_seeds_warn(cfg):
+    import warnings
+
+    from gmm_volunteer.intervals import FewSeedsWarning
+
+    run = lambda c, progress=False: exponential_simulate(c)  # noqa: E731
+    with pytest.warns(FewSeedsWarning, match="Student-t lower bound over 2 seeds"):
+        find_capacity(cfg, {"light5": 10.0}, seeds=[0, 1], lo=20, hi=80, rel_tol=0.5, log=None, run_fn=run)
+    with pytest.warns(FewSeedsWarning, match="lower bound over 1 seed: it is a Clopper-Pearson bound"):
+        find_capacity(cfg, {"light5": 10.0}, seeds=[0], lo=20, hi=80, rel_tol=0.5, log=None, run_fn=run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FewSeedsWarning)
+        find_capacity(cfg, {"light5": 10.0}, seeds=[0, 1, 2], lo=20, hi=80, rel_tol=0.5, log=None, run_fn=run)
+
+
 def test_capacity_cli_bad_target_exits_2(cfg, tmp_path, capsys):
     from gmm_volunteer.cli import main
 

@@ -151,7 +151,7 @@ def capacity_config(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("flag", [None, "--quiet"])
 def test_capacity_announces_each_evaluation_before_it_starts(capacity_config, capsys, flag):
-    argv = ["capacity", str(capacity_config), "--p99", "10s", "--seeds", "2", "--lo", "20", "--hi", "80",
+    argv = ["capacity", str(capacity_config), "--p99", "10s", "--seeds", "3", "--lo", "20", "--hi", "80",
             "--tol", "0.5"] + ([flag] if flag else [])
     assert main(argv) == 0
     out, err = capsys.readouterr()
@@ -164,6 +164,20 @@ def test_capacity_announces_each_evaluation_before_it_starts(capacity_config, ca
         assert [s.split(":")[0] for s in starting] == [e.split(":")[0] for e in evaluated]
         assert err.splitlines()[1] == feedback.COMPILE_NOTICE  # after the header, before the first
         assert err.count(feedback.COMPILE_NOTICE) == 1
+
+
+@pytest.mark.parametrize("flag", [None, "--quiet"])
+def test_capacity_over_two_seeds_warns_once(capacity_config, capsys, flag):
+    argv = ["capacity", str(capacity_config), "--p99", "10s", "--seeds", "2", "--lo", "20", "--hi", "80",
+            "--tol", "0.5"] + ([flag] if flag else [])
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert len([line for line in out.splitlines() if line.startswith("capacity ")]) >= 2
+    warned = [line for line in err.splitlines() if "warning" in line]
+    # one line for the whole search (every evaluation forms the bound), --quiet included
+    assert warned == ["gmmv capacity: warning: the Student-t lower bound over 2 seeds: 1 degree of "
+                      "freedom (t = 6.31 at 95%) makes the bound very wide; use --seeds 3 or more"], err
+    assert "Traceback" not in err and "FewSeedsWarning" not in err
 
 
 # -- gmmv sweep ----------------------------------------------------------------------

@@ -91,6 +91,25 @@ def test_report_is_self_contained_html(sweep, tmp_path):
     assert f"{first['completed']:,.2f}" in text
 
 
+def test_report_over_two_seeds_warns_once_and_gives_units(sweep, tmp_path, capsys):
+    from gmm_volunteer.cli import main
+    from gmm_volunteer.report import paired_table
+
+    grid, ds = sweep
+    assert ds.sizes["seed"] == 2
+    out = tmp_path / "two_seeds.html"
+    assert main(["report", str(grid.output), "-o", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and warned[0].startswith("gmmv report: warning: bootstrap interval over 2 seeds: "), err
+    text = out.read_text(encoding="utf-8")
+    assert "Intervals over only 2 seeds" in text
+    with pytest.warns(UserWarning, match="over 2 seeds"):
+        table = paired_table(ds)
+    assert {"mean (s)", "low (s)", "high (s)", "seeds"} <= set(table.columns)
+    assert "mean (s)" in text
+
+
 def test_report_cli_on_a_non_sweep_exits_2(tmp_path, capsys):
     from gmm_volunteer.cli import main
 
