@@ -9,8 +9,9 @@ opened as a result. Only a store this program wrote (`is_own_store`) is ever rep
 `clean_stale` deals with the leftovers of killed writers.
 
 String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
-type); fixed-width unicode has no zarr v3 specification. Metadata is not consolidated
-(consolidation is not part of the zarr v3 specification either).
+type); fixed-width unicode has no zarr v3 specification. Metadata is consolidated, and
+the datasets follow `gmm_volunteer.conventions` (store format 2); `open_result` reads
+stores of format 1 too.
 """
 
 from __future__ import annotations
@@ -417,8 +418,10 @@ def _encoding(ds: xr.Dataset) -> dict:
     # Requests can number millions; series 100,000 steps. One chunk per variable up to a
     # few MB keeps per-run stores to a handful of files without big reads.
     enc = {}
-    for name, var in ds.data_vars.items():
-        if "request" in var.dims:
+    for name, var in ds.variables.items():
+        if name in ds.indexes:
+            continue
+        if "request" in var.dims:  # request_type_label included: text, one per request
             enc[name] = {"chunks": (max(1, min(var.shape[0], 1 << 20)),)}
         elif "time" in var.dims:
             chunk = [max(1, min(var.shape[0], 1 << 17))] + list(var.shape[1:])
