@@ -194,3 +194,12 @@ class SchedulingEnv(gym.Env):
         ])
         obs = np.clip(obs, self.observation_space.low, self.observation_space.high).astype(np.float32)
         return obs, {"t": t, "completed": int(done.size), "ended": int(lat.size)}
+
+
+def make_vector_env(num_envs: int, **kwargs) -> gym.vector.SyncVectorEnv:
+    """`num_envs` environments stepped together (`gymnasium.vector.SyncVectorEnv`, in
+    this process); ``kwargs`` are `SchedulingEnv`'s options. ``reset(seed=[s0, s1, ...])``
+    runs sub-environment i on seed s_i; ``reset(seed=s)`` on seeds s, s + 1, ...
+    (``gymnasium.make_vec("gmm_volunteer/Scheduling-v0", num_envs, vectorization_mode="sync")``
+    builds the same)."""
+    return gym.vector.SyncVectorEnv([lambda: SchedulingEnv(**kwargs) for _ in range(int(num_envs))])
