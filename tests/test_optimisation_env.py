@@ -142,3 +142,13 @@ def test_weights_change_without_recompiling(make):
     assert len(before) == 1
     rollout(env, 1, actions(5, seed=9))  # other weights, a new Simulation
     assert run.signatures == before
+
+
+def test_weighted_scheduler_conforms_with_waiting(synthetic_model):
+    """The conformance checker on weights that exercise every branch: waiting drawn
+    often (wait above the nodes), server and batch preferences, memory aversion."""
+    from gmm_volunteer.policies.conformance import check_policy
+
+    check_policy("scheduler", "weighted", {"server_weight": 3.0, "batch_weight": 2.0,
+                                           "memory_weight": -1.0, "wait_weight": 1.0},
+                 model=synthetic_model, steps=150)
