@@ -3,14 +3,15 @@
     pip install 'gmm-volunteer[optimise]'     # stable-baselines3 and torch (CPU)
     python examples/ppo/ppo_scheduling.py --timesteps 3000 [--tuned results/tune.json]
 
-Trains PPO (stable-baselines3, MLP policy) on a SyncVectorEnv over training seeds for
+Trains PPO (stable-baselines3, MLP policy) on a DummyVecEnv over training seeds for
 `--timesteps` environment steps (k = 60 simulated steps each), with the reward scaled by
-a running estimate of its spread (VecNormalize; the observations are already in [0, 2]).
+a running estimate of its spread (VecNormalize; the observations are already in [0, 10]).
 Then it runs the deterministic policy on held-out seeds, full episodes, and reports eq. 2's
-cost per step after the warm-up (mean latency increments per step = -return / steps) with
-the same for constant actions: the uniform law (weights 0, wait -20 = never) and, with
---tuned, the weights `gmmv tune` found. Differences are paired by seed, with 95 %
-t-intervals (gmm_volunteer.optimisation.search.paired_interval).
+cost per step after the warm-up (mean latency increments per step = -return / steps), and
+the same for constant actions: the uniform law (weights 0, wait at -weight_bound, e^-10
+times as likely as a featureless node) and, with --tuned, the weights `gmmv tune` found.
+Differences are paired by seed, with 95 % t-intervals
+(gmm_volunteer.optimisation.search.paired_interval).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def main(argv=None) -> int:
             vec[WEIGHTS.index("wait_weight")] = -1.0
         policies["tuned (constant)"] = lambda obs: vec
     costs = {name: np.array([episode_cost(env, s, act) for s in test]) for name, act in policies.items()}
-    print(f"trained {a.timesteps} env steps ({a.timesteps * env.k} simulated) in {train_s:.0f} s")
+    n = model.num_timesteps  # whole rollouts: a multiple of n_steps x environments
+    print(f"trained {n} env steps ({n * env.k} simulated, warm-ups aside) in {train_s:.0f} s")
     print(f"held-out seeds {test}: eq. 2 cost (mean latency increments per step after warm-up)")
     for name, c in costs.items():
         print(f"  {name:<18} {c.mean():8.3f}   per seed {np.round(c, 2).tolist()}")

@@ -30,7 +30,7 @@ def parse_seeds(text: str, option: str) -> list[int]:
 
 def _check(args) -> tuple:
     from gmm_volunteer.config import ConfigError, load_config
-    from gmm_volunteer.optimisation.env import DEFAULT_CONFIG, resolve_config
+    from gmm_volunteer.optimisation.problem import DEFAULT_CONFIG, resolve_config
     from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
     from gmm_volunteer.policies.weighted import WEIGHTS
 

@@ -7,11 +7,8 @@ the `weighted` scheduler (gmm_volunteer/policies/weighted.py) with the weights t
 action sets, and the reward is the sum of r(s_t) over those k steps, minus an optional
 cost of the dedicated capacity in effect.
 
-Latency increments follow docs/model.md D3: a request started in step s and last
-active in step e has latency e - s, one increment in each step s+1..e. So through the
-end of step t-1 the increments total L(t) = sum over ended requests of (e - s) + sum
-over active requests of (t - 1 - s), and a window [t0, t1) adds L(t1) - L(t0)
-(`SchedulingEnv._observe`, `active_latency`).
+Latency increments are counted as in `gmm_volunteer.optimisation.problem` (docs/model.md
+D3, D19): a window [t0, t1) adds L(t1) - L(t0), kept up to date in `SchedulingEnv._observe`.
 
 Observation (float32 Box, bounds in `observation_space`):
 
@@ -41,53 +38,21 @@ fixes every later episode. Episodes end by truncation at the config's ``steps``.
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 
 from gmm_volunteer.bundle import load_bundle
-from gmm_volunteer.config import RunConfig, config_from_dict, load_config
+from gmm_volunteer.config import RunConfig
 from gmm_volunteer.engine import Simulation
 from gmm_volunteer.kernels.ops import OUT_COMPLETED
+from gmm_volunteer.optimisation.problem import active_latency, resolve_config
 from gmm_volunteer.policies.weighted import WEIGHTS
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "scheduling_env.yaml"
 N_RES = 5
-
-
-def resolve_config(config: str | Path | dict | RunConfig | None, overrides=()) -> RunConfig:
-    """A RunConfig from a path, a mapping or a RunConfig (None: DEFAULT_CONFIG), with
-    the weighted scheduler (the parametric policy the actions set)."""
-    if config is None:
-        config = DEFAULT_CONFIG
-    if isinstance(config, RunConfig):
-        cfg = config
-    elif isinstance(config, dict):
-        cfg = config_from_dict(config)
-    else:
-        cfg = load_config(config, overrides)
-        overrides = ()
-    if overrides:
-        raise ValueError("overrides apply to a config file only")
-    if cfg.scheduler != "weighted":
-        data = cfg.model_dump(mode="json")
-        data["scheduler"] = "weighted"
-        data["scheduler_options"] = {}
-        cfg = config_from_dict(data)
-    return cfg
 
 
 def with_seed(cfg: RunConfig, seed: int) -> RunConfig:
     return cfg.model_copy(update={"seed": int(seed)})
-
-
-def active_latency(arrays, t: int) -> int:
-    """Increments of the requests active after step t-1 so far: sum of (t - 1 - s)."""
-    active = arrays.rq_list[: int(arrays.n_rq[0])]
-    return int(np.sum((t - 1) - arrays.rq_start[active]))
 
 
 class SchedulingEnv(gym.Env):

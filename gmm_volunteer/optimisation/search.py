@@ -3,7 +3,7 @@ random numbers, then compare it with other schedulers on held-out seeds.
 
 Objective. Eq. 2 maximises the long-run average reward r(s_t) = -(latency increments in
 step t); a run of T steps estimates it by the mean increments per step after a warm-up,
-(L(T) - L(w)) / (T - w) with L as in `gmm_volunteer.optimisation.env` (the requests
+(L(T) - L(w)) / (T - w) with L as in `gmm_volunteer.optimisation.problem` (the requests
 accruing latency per step; lower is better). Every candidate is run on the same training
 seeds (common random numbers, docs/model.md D5): the differences between candidates are
 then differences of policy, not of the users' draws. The optimiser minimises the mean
@@ -34,7 +34,7 @@ from gmm_volunteer.bundle import load_bundle
 from gmm_volunteer.config import RunConfig, config_from_dict
 from gmm_volunteer.engine import Simulation
 from gmm_volunteer.kernels.ops import OUT_COMPLETED
-from gmm_volunteer.optimisation.env import active_latency
+from gmm_volunteer.optimisation.problem import latency_total
 from gmm_volunteer.policies.weighted import WEIGHTS
 
 METRICS = ("eq2_cost", "mean_latency", "p99_latency", "completed")
@@ -53,11 +53,11 @@ def run_metrics(cfg: RunConfig, warmup: int, bundle=None) -> dict[str, float]:
     sim.run_to(warmup)
     A = sim.arrays
     logged = int(A.n_lg[0])
-    before = int(np.sum(A.lg_end[:logged] - A.lg_start[:logged])) + active_latency(A, sim.t)
+    before = latency_total(A, sim.t)
     sim.run_to(sim.steps)
-    A = sim.arrays
+    A = sim.arrays  # pools may have grown: new arrays
     n = int(A.n_lg[0])
-    after = int(np.sum(A.lg_end[:n] - A.lg_start[:n])) + active_latency(A, sim.t)
+    after = latency_total(A, sim.t)
     ended = slice(logged, n)
     lat = (A.lg_end[ended] - A.lg_start[ended])[A.lg_out[ended] == OUT_COMPLETED].astype(np.float64)
     return {
