@@ -30,7 +30,7 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 
 # Modules that contribute subcommands when they are present.
-EXTENSIONS = ("gmm_volunteer.experiments_cli", "fitting.cli")
+EXTENSIONS = ("gmm_volunteer.experiments_cli", "fitting.cli", "gmm_volunteer.optimisation.cli")
 
 
 def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:

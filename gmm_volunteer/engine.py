@@ -201,6 +201,20 @@ class Simulation:
                 bar.close()
         return self.record(wall_time_s=time.perf_counter() - t0)
 
+    def run_to(self, stop: int) -> None:
+        """Advance to step `stop` on the fused path, like `run`, but without building a
+        record: for callers that act between short stretches of steps (the Gymnasium
+        environment, gmm_volunteer.optimisation.env). The policies' current options
+        are read here, so options changed since the last call take effect now."""
+        stop = min(int(stop), self.steps)
+        runner = fused_runner(self.scheduler, self.executor)
+        while self.t < stop:
+            if runner is None:
+                self.step()
+            else:
+                self.act_control()
+                self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
+
     def _run_chunk(self, runner, end: int) -> None:
         """Steps t..end-1 through the fused runner, growing pools where it stops."""
         while self.t < end:

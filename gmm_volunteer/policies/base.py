@@ -97,6 +97,13 @@ class _KernelPolicy:
         """The ``args`` tuple the hooks receive: option values in declaration order."""
         return tuple(getattr(self.options, f) for f in type(self.options).model_fields)
 
+    def set_options(self, **changes: Any) -> None:
+        """Change option values between steps (validated like the config's). Hooks
+        read the new values from the next step on; values of the same types keep the
+        compiled kernels (numba specialises on the ``args`` types, not their values)."""
+        self.options = self.Options.model_validate({**self.options.model_dump(), **changes})
+        self._args = self.kernel_args()
+
     def hooks(self) -> dict[str, CPUDispatcher]:
         return {h: getattr(self, h) for h in self._HOOKS}
 

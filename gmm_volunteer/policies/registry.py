@@ -38,6 +38,8 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "edge_first": "gmm_volunteer.policies.edge_first:EdgeFirst",
         "model_only": "gmm_volunteer.policies.model_only:ModelOnly",
         "queue_only": "gmm_volunteer.policies.queue_only:QueueOnly",
+        # parametric family for the optimisation of eq. 2 (docs/optimisation.md)
+        "weighted": "gmm_volunteer.policies.weighted:Weighted",
     },
     "executor": {"default": "gmm_volunteer.policies.executor:DefaultExecutor"},
     "autoscaler": {
