@@ -150,6 +150,24 @@ def _remaining(S, P, b):
     return (1.0 - S.b_done[b]) * phase_work(S, P, b)
 
 
+@njit(cache=True, inline="always")
+def _share_time_one(u, d, capacity, demand):
+    """`cpu_share_time`'s loop for a single executing consumer (same arithmetic)."""
+    elapsed = 0.0
+    vt = 0.0
+    rest = demand
+    phi = min(1.0, capacity / rest) if rest > 0.0 else 1.0
+    dt = (u - vt) / phi
+    if elapsed + dt >= 1.0:
+        return vt + (1.0 - elapsed) * phi
+    elapsed += dt
+    vt = u
+    rest -= d
+    if rest <= 1e-12 * demand:
+        return 1.0
+    return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
+
+
 @njit(cache=True)
 def cpu_share_time(S, P, v, capacity, demand):
     """Virtual time of node v's CPU in this step under proportional, work-conserving
@@ -162,12 +180,20 @@ def cpu_share_time(S, P, v, capacity, demand):
         return 1.0
     if capacity <= 0.0:  # no share, no progress
         return 0.0
+    # One walk counts the executing consumers and keeps the first; a node usually has one
+    # (volunteers), and then no arrays are needed.
     n = 0
+    first = -1
     b = S.nd_bhead[v]
     while b >= 0:
         if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
+            if n == 0:
+                first = b
             n += 1
         b = S.b_nnext[b]
+    if n == 1:
+        u1 = _remaining(S, P, first) / S.b_cons[first, CPU]
+        return _share_time_one(u1, S.b_cons[first, CPU], capacity, demand)
     u = np.empty(n)
     d = np.empty(n)
     n = 0
