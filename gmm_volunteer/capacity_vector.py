@@ -256,6 +256,12 @@ class VectorResult:
                 for r, nb in self.neighbours.items() if nb is not None]
         return (min(lows) if lows else c, c)
 
+    def non_monotone(self) -> int:
+        """Missing points that dominate a meeting point in every resource (monotonicity,
+        which the search assumes, is then broken by the noise of the bound)."""
+        ok = [p.m for p in self.path if p.feasible]
+        return sum(1 for p in self.path if not p.feasible and any(np.all(p.m >= q) for q in ok))
+
     def text(self) -> str:
         if self.best is None:
             top = self.path[0]
@@ -274,6 +280,10 @@ class VectorResult:
         unshown = [r for r, nb in self.neighbours.items() if nb is None and r not in bottom]
         if unshown:
             lines.append(f"  not shown to be minimal (no missing neighbour evaluated): {', '.join(unshown)}")
+        clash = self.non_monotone()
+        if clash:
+            lines.append(f"  {clash} evaluated vector(s) miss although they have at least the resources of one "
+                         "that meets: the verdicts near the frontier are noisy; more seeds (--seeds N) steady them")
         if self.stopped_by_budget:
             lines.append("  stopped at the evaluation budget (--max-evaluations): the exchange phase "
                          "did not finish; the vector is on the frontier only if phase 1 finished")
@@ -351,6 +361,10 @@ class VectorSearch:
         x = m.copy()
         bad, good = self._implied(x, i)
         good = min(good, x[i])
+        if bad >= good:
+            # Verdicts that contradict monotonicity (noise of the bound near the frontier):
+            # infer nothing below, evaluate.
+            bad = 0.0
         top = x.copy()
         top[i] = good
         if good >= math.inf or not self.evaluate(top, phase).feasible:

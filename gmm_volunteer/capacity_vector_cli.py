@@ -221,6 +221,7 @@ def run(args) -> int:
         "fixed": {r: float(start[RESOURCES.index(r)]) for r in RESOURCES if r not in searched},
         "range": [args.lo, args.hi], "tolerance": args.tol, "confidence": args.confidence, "seeds": seeds,
         "evaluations": len(res.path), "stopped_by_budget": res.stopped_by_budget,
+        "non_monotone_misses": res.non_monotone(),
         "best": None,
         "path": json.loads(path_table(res.path).to_json(orient="records")),
     }
@@ -230,6 +231,10 @@ def run(args) -> int:
             "multipliers": dict(zip(RESOURCES, map(float, b.m))),
             "max_allocation": dict(zip(RESOURCES, map(float, b.m * base))),
             "cost": b.cost, "cost_bounds": list(res.cost_bounds()),
+            # per searched resource: the largest value below the answer shown to miss
+            # (evaluation number of the witness), null at the bottom or when not shown
+            "missing_neighbours": {r: None if nb is None else {"value": nb[0], "evaluation": nb[1].index}
+                                   for r, nb in res.neighbours.items()},
             "rows": {k: dict(zip(("tau_s", "level", "fraction", "lower_bound", "quantile_s", "requests"),
                                  map(float, row))) for k, row in b.rows.items()},
         }
