@@ -467,13 +467,15 @@ class VectorSearch:
 
 
 def frontier(evaluator: Callable, start: np.ndarray, pair: Sequence[str], *, lo: float, hi: float,
-             tol: float, points: int = 7, max_evaluations: int = 80, log=None, before=None):
+             tol: float, points: int = 7, max_evaluations: int = 80, weights=None, log=None, before=None):
     """The feasible frontier over two resources (the others fixed at `start`): for each
     of `points` values of the first resource on a geometric grid over [lo, hi], the
     smallest feasible value of the second found by bisection. Returns (grid, minima,
-    path); a minimum is NaN where even `hi` of the second misses."""
+    path); a minimum is NaN where even `hi` of the second misses. `weights` only price
+    the evaluated vectors (the cost column)."""
     a, b = (RESOURCES.index(r) for r in pair)
-    search = VectorSearch(evaluator, start, list(pair), np.zeros(len(RESOURCES)), lo=lo, hi=hi, tol=tol,
+    w = np.zeros(len(RESOURCES)) if weights is None else np.asarray(weights, dtype=np.float64)
+    search = VectorSearch(evaluator, start, list(pair), w, lo=lo, hi=hi, tol=tol,
                           max_evaluations=max_evaluations, exchange=False, log=log, before=before)
     grid = np.geomspace(lo, hi, points)
     minima = np.full(points, np.nan)

@@ -186,7 +186,7 @@ def run(args) -> int:
         if pair:
             budget = args.max_evaluations or 80
             grid, minima, path = frontier(evaluator, start, pair, lo=args.lo, hi=args.hi, tol=args.tol,
-                                          points=args.frontier_points, max_evaluations=budget,
+                                          points=args.frontier_points, max_evaluations=budget, weights=weights,
                                           log=log, before=before)
         else:
             search = VectorSearch(evaluator, start, searched, weights, lo=args.lo, hi=args.hi, tol=args.tol,
