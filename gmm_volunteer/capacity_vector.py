@@ -550,8 +550,11 @@ def frontier_figure(path: Sequence[Point], pair: Sequence[str], grid, minima, ou
     ax.set_yscale("log")
     ax.set_xlabel(f"server {pair[0]} (x base_profile)")
     ax.set_ylabel(f"server {pair[1]} (x base_profile)")
-    ax.set_title(title or f"Feasible frontier over {pair[0]} x {pair[1]} (paper eq. 3)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(title or f"Feasible frontier over {pair[0]} x {pair[1]} (paper eq. 3)",
+                                         70)), fontsize=9)
+    ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
