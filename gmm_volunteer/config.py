@@ -327,9 +327,85 @@ class Users(_Section):
     allocation: UserAllocationLaw = Field(default_factory=UserAllocation)
 
 
+class ResourceCapacity(_Fractions):
+    """Capacity multiplier of the server per resource (x ``base_profile``), replacing
+    ``server.capacity`` for the resources given (paper 2.4, eq. 3: the vector a†)."""
+
+    band_in: float | None = Field(None, gt=0, le=MAX_CAPACITY)
+    band_out: float | None = Field(None, gt=0, le=MAX_CAPACITY)
+    cpu: float | None = Field(None, gt=0, le=MAX_CAPACITY)
+    memory: float | None = Field(None, gt=0, le=MAX_CAPACITY)
+    storage: float | None = Field(None, gt=0, le=MAX_CAPACITY)
+
+
+class MaxAllocation(_Fractions):
+    """Maximum allocation of the server per resource in the resource's unit (Mbit/s, %,
+    MB), replacing ``server.capacity`` x ``base_profile`` for the resources given."""
+
+    band_in: float | None = Field(None, gt=0, le=MAX_PROFILE * MAX_CAPACITY)
+    band_out: float | None = Field(None, gt=0, le=MAX_PROFILE * MAX_CAPACITY)
+    cpu: float | None = Field(None, gt=0, le=MAX_PROFILE * MAX_CAPACITY)
+    memory: float | None = Field(None, gt=0, le=MAX_PROFILE * MAX_CAPACITY)
+    storage: float | None = Field(None, gt=0, le=MAX_PROFILE * MAX_CAPACITY)
+
+
+class CostWeights(_Fractions):
+    """Cost of one base profile's worth of each resource on the server: the weights w of
+    eq. 3's norm ||a||_w (paper 2.4), read by `gmmv capacity` only (docs/model.md D20)."""
+
+    band_in: float | None = Field(None, ge=0, le=MAX_PROFILE)
+    band_out: float | None = Field(None, ge=0, le=MAX_PROFILE)
+    cpu: float | None = Field(None, ge=0, le=MAX_PROFILE)
+    memory: float | None = Field(None, ge=0, le=MAX_PROFILE)
+    storage: float | None = Field(None, ge=0, le=MAX_PROFILE)
+
+
 class Server(_Section):
+    """The dedicated server v0. Its maximum allocation per resource r is, in order of
+    precedence, ``max_allocation.r``, ``resource_capacity.r`` x ``base_profile.r``, or
+    ``capacity`` x ``base_profile.r`` (docs/model.md D20)."""
+
     capacity: float = Field(gt=0, le=MAX_CAPACITY)
     allocation: ServerAllocationLaw = Field(default_factory=ServerAllocation)
+    resource_capacity: ResourceCapacity = Field(default_factory=ResourceCapacity)
+    max_allocation: MaxAllocation = Field(default_factory=MaxAllocation)
+    cost_weights: CostWeights = Field(default_factory=CostWeights)
+
+    @field_validator("max_allocation")
+    @classmethod
+    def _one_setting_per_resource(cls, v: MaxAllocation, info: ValidationInfo) -> MaxAllocation:
+        given = info.data.get("resource_capacity")
+        both = sorted(set(v.values()) & set(given.values())) if given is not None else []
+        if both:
+            raise ValueError(f"{', '.join(both)} also given in server.resource_capacity; "
+                             "give each resource one setting (a multiplier or an absolute value)")
+        return v
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler):
+        # Left out when not set, so that a config without them dumps (and is stored in
+        # every result's attrs) exactly as before they existed.
+        d = handler(self)
+        return {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+
+    def per_resource(self) -> bool:
+        """Whether any resource departs from the scalar ``capacity``."""
+        return bool(self.resource_capacity.values() or self.max_allocation.values())
+
+    def maximum(self, base_vec: np.ndarray) -> np.ndarray:
+        """Maximum allocation per resource (`ALLOCATION_RESOURCES` order) given the base
+        profile's values; ``base_vec * capacity`` when nothing per resource is set."""
+        out = np.asarray(base_vec, dtype=np.float64) * self.capacity
+        for r, m in self.resource_capacity.values().items():
+            i = ALLOCATION_RESOURCES.index(r)
+            out[i] = base_vec[i] * m
+        for r, a in self.max_allocation.values().items():
+            out[ALLOCATION_RESOURCES.index(r)] = a
+        return out
+
+    def multipliers(self, base_vec: np.ndarray) -> np.ndarray:
+        """Capacity multiplier per resource (maximum allocation / base profile)."""
+        return self.maximum(base_vec) / np.asarray(base_vec, dtype=np.float64)
 
 
 class BaseProfile(_Section):
@@ -453,9 +529,18 @@ class RunConfig(_Section):
     @field_validator("scheduler", "executor", "autoscaler")
     @classmethod
     def _known_policy(cls, v: str, info: ValidationInfo) -> str:
-        from gmm_volunteer.policies.registry import resolve
+        from gmm_volunteer.policies.registry import policy_class, resolve
 
         resolve(info.field_name, v)  # raises UnknownPolicyError, a ValueError
+        server = info.data.get("server")
+        if info.field_name == "autoscaler" and server is not None and server.per_resource():
+            policy = policy_class("autoscaler", v)
+            if policy is not None and getattr(policy, "scales", False):
+                # A scaling autoscaler adds replicas of base_profile (D17); a server
+                # sized per resource is not a whole number of them (D20).
+                raise ValueError(
+                    f"{v!r} scales the server in units of base_profile; it cannot be combined "
+                    "with server.resource_capacity or server.max_allocation (use autoscaler: fixed)")
         return v
 
     @field_validator("scheduler_options", "executor_options", "autoscaler_options")

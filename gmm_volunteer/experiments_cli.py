@@ -218,9 +218,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
+    from gmm_volunteer import capacity_vector_cli
     from gmm_volunteer.capacity import find_capacity, parse_targets
     from gmm_volunteer.config import ConfigError, load_config
 
+    if capacity_vector_cli.wanted(args):
+        return capacity_vector_cli.run(args)
+    capacity_vector_cli.check_scalar(args)
     CommandError = _command_error()
     try:
         targets = parse_targets(args.p99)
@@ -258,6 +262,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     try:
         res = find_capacity(cfg, targets, quantile=args.quantile, confidence=args.confidence,
                             seeds=seeds, lo=args.lo, hi=args.hi, rel_tol=args.tol,
+                            max_evaluations=args.max_evaluations or 20,
                             completed_only=args.completed_only, workers=args.workers,
                             log=log, before=before)
     except ValueError as exc:
@@ -315,11 +320,14 @@ def add_subcommands(subparsers) -> None:
     p = subparsers.add_parser(
         "capacity", help="smallest server capacity meeting latency targets (paper eq. 3)",
         description="Bisect the server capacity multiplier with common random numbers until "
-                    "the latency targets are met with the stated confidence; prints the path.",
+                    "the latency targets are met with the stated confidence; prints the path. "
+                    "With --vector, --search, --weights or --frontier: the cheapest capacity "
+                    "vector per resource, or the feasible frontier over two resources.",
     )
     p.add_argument("config", metavar="CONFIG", help="YAML run config")
-    p.add_argument("--p99", "--target", action="append", required=True, metavar="[TYPE=]DURATION",
-                   help="latency target, e.g. 10s (every request type) or heavy10=30s; repeatable")
+    p.add_argument("--p99", "--target", action="append", required=True, metavar="[TYPE=]DURATION[@LEVEL]",
+                   help="latency target, e.g. 10s (every request type) or heavy10=30s; repeatable; "
+                        "@LEVEL (vector search) sets this type's 1 - eps, e.g. light5=10s@0.999")
     p.add_argument("--quantile", type=float, default=0.99,
                    help="required fraction of requests within the target, 1 - eps (default 0.99)")
     p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
@@ -332,5 +340,8 @@ def add_subcommands(subparsers) -> None:
                    help="count completed requests only (default: every ended request, as eq. 3)")
     p.add_argument("--workers", type=int, default=1, help="processes for the seeds of a candidate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    from gmm_volunteer import capacity_vector_cli
+
+    capacity_vector_cli.add_arguments(p)
     _add_output_flags(p, "no progress lines or compile notice (the evaluations and the answer still print)")
     p.set_defaults(func=_cmd_capacity)

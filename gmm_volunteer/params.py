@@ -250,7 +250,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
 
     base = cfg.base_profile
     base_vec = np.array([base.band_in, base.band_out, base.cpu, base.memory, base.storage])
-    amax = np.stack([base_vec * cfg.server.capacity, base_vec * cfg.users.capacity])
+    amax = np.stack([cfg.server.maximum(base_vec), base_vec * cfg.users.capacity])
 
     res_names = ("band_in", "band_out", "cpu", "memory", "storage")
     alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in res_names]
