@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fitting.arma import (
+from gmm_volunteer.fitting.arma import (
     FULL_GRID,
     fit_series_block,
     fit_transform,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitting.idw import idw
+from gmm_volunteer.fitting.idw import idw
 
 
 def test_exact_at_knots():

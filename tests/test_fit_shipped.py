@@ -33,7 +33,7 @@ def test_refit_of_shipped_traces_reproduces_default_bundle(tmp_path):
 
 
 def test_shipped_bundle_is_fitted_and_valid():
-    from gmm_volunteer.bundle import load_bundle
+    from gmm_volunteer.io.bundle import load_bundle
 
     b = load_bundle(ROOT / "configs/models/default")
     assert not b.provisional

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from engine_support import make_config
-from gmm_volunteer import rng
-from gmm_volunteer.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
-from gmm_volunteer.engine import Simulation, _length_biased, stationary_availability
-from gmm_volunteer.params import dist_law, mean_duration
-from gmm_volunteer.runrecord import OUTCOMES
+from gmm_volunteer.model import rng
+from gmm_volunteer.model.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
+from gmm_volunteer.model.engine import Simulation, _length_biased, stationary_availability
+from gmm_volunteer.model.params import dist_law, mean_duration
+from gmm_volunteer.io.runrecord import OUTCOMES
 
 REPO = Path(__file__).resolve().parents[1]
 NEVER = {"dist": "never"}
@@ -106,12 +106,12 @@ def test_pareto_availability_with_finite_mean_still_accepted(minimal):
 )
 def test_cli_refuses_forbidden_never_exit_2_writes_nothing(tmp_path, monkeypatch, capsys, minimal, override,
                                                            needle):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     def no_simulation(*args, **kwargs):
         raise AssertionError("the simulator must not run on an invalid config")
 
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.engine", types.SimpleNamespace(simulate=no_simulation))
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", types.SimpleNamespace(simulate=no_simulation))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(minimal))
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))

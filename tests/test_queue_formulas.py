@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gmm_volunteer.theory import allen_cunneen_wait, erlang_c, mmc_wait
+from gmm_volunteer.model.theory import allen_cunneen_wait, erlang_c, mmc_wait
 
 
 def erlang_c_direct(c: int, a: float) -> float:

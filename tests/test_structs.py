@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from gmm_volunteer import params, state
+from gmm_volunteer.model import params, state
 
 ASSIGN = re.compile(r"^\s*s\.(\w+) = T\.(\w+)\s*$")
 

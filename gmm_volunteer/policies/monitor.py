@@ -36,8 +36,8 @@ import numpy as np
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.params import CPU, MEMORY
-from gmm_volunteer.runrecord import MONITOR_OPS
+from gmm_volunteer.model.params import CPU, MEMORY
+from gmm_volunteer.io.runrecord import MONITOR_OPS
 
 # per-node floats R.mf
 F_LAT, F_CPU, F_MEM, F_SCORE = range(4)

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 
 from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
 from gmm_volunteer.policies.autoscalers.monitor import QUANTILES
-from gmm_volunteer.runrecord import RESOURCES
+from gmm_volunteer.io.runrecord import RESOURCES
 
 
 class ReactiveOptions(AutoscalerOptions):
