@@ -20,7 +20,7 @@ import xarray as xr
 
 from gmm_volunteer.io.results import is_complete, open_result, write_result
 from gmm_volunteer.experiments.summary import run_metrics
-from gmm_volunteer.experiments.sweep import COMBINED, read_manifest
+from gmm_volunteer.io.sweepdir import COMBINED, MANIFEST, read_manifest
 
 COMBINED_QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
 
@@ -158,6 +158,6 @@ def write_combined(output, path=None, quantiles=COMBINED_QUANTILES) -> Path:
 def open_combined(path) -> xr.Dataset:
     """Open a combined store, or the one inside a sweep output directory."""
     path = Path(path)
-    if (path / "sweep.json").is_file():
+    if (path / MANIFEST).is_file():
         path = path / COMBINED
     return open_result(path)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gmm_volunteer.io.results import is_complete, is_own_store, write_result
+from gmm_volunteer.io.sweepdir import COMBINED, MANIFEST, RUNS_DIR, read_manifest  # noqa: F401
 
 # Grid keys the paper sweeps get short dimension names; others use the key with '_'.
 DIM_NAMES = {
@@ -35,9 +36,6 @@ DIM_NAMES = {
     "scheduler": "scheduler",
 }
 GRID_KEYS = ("base", "grid", "seeds", "output", "set", "description")
-MANIFEST = "sweep.json"
-COMBINED = "combined.zarr"
-RUNS_DIR = "runs"
 FAILED_DIR = "failed"
 
 
@@ -271,13 +269,6 @@ def write_manifest(grid: Grid, runs: list[RunSpec]) -> Path:
     path = grid.output / MANIFEST
     _atomic_write_text(path, json.dumps(manifest, indent=1, default=str))
     return path
-
-
-def read_manifest(output) -> dict:
-    path = Path(output) / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"{output}: no {MANIFEST} (not a sweep output directory)")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 # -- running ----------------------------------------------------------------------------
