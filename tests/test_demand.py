@@ -10,7 +10,7 @@ from gmm_volunteer.model.config import ConfigError, config_from_dict
 from gmm_volunteer.model.demand import Demand, cumulative, demand_arrays
 from gmm_volunteer.model.engine import Simulation, simulate
 from gmm_volunteer.model.kernels.demand import warp
-from gmm_volunteer.model.rng import MAX_DURATION
+from gmm_volunteer.model.laws import MAX_DURATION
 
 
 def test_warp_is_the_time_change():

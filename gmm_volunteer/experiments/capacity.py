@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from gmm_volunteer.io.runrecord import OUTCOMES
+from gmm_volunteer.model.constants import OUTCOMES
 
 ALL_TYPES = "*"
 _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}

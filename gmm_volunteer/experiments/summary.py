@@ -14,7 +14,7 @@ import xarray as xr
 import yaml
 
 from gmm_volunteer.model.config import ALLOCATION_RESOURCES
-from gmm_volunteer.io.runrecord import MONITOR_OPS, OUTCOMES
+from gmm_volunteer.model.constants import MONITOR_OPS, OUTCOMES
 
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
 

@@ -18,6 +18,7 @@ from typing import Callable
 from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
 from gmm_volunteer.fitting.hazard import DEGREES
 from gmm_volunteer.fitting.traces import TraceError, load_traces
+from gmm_volunteer.model.constants import RESOURCES
 
 
 def _created(created: str | None) -> str:
@@ -72,7 +73,7 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
         "provisional": False,
         "created": _created(created),
         "provenance": _provenance(traces, traces_dir, candidates, degrees),
-        "resources": ["band_in", "band_out", "cpu", "memory", "storage"],
+        "resources": list(RESOURCES),
         "allocation": allocation,
         "subtask_types": subtask_type_blocks(traces, memory, work),
         "task_types": task_types,

@@ -1,6 +1,6 @@
 """Model bundle: the fitted parameters the simulator reads (docs/formats.md, section 1).
 
-`fitting/` writes bundles, the simulator reads them; this module is the one place that
+`gmm_volunteer/fitting/` writes bundles, the simulator reads them; this module is the one place that
 knows the format. Validation happens at load so that a bad bundle fails before a run
 starts, with a message naming the file and the key.
 """
@@ -17,9 +17,10 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES, RESOURCES
+
 FORMAT = "gmmv-model-bundle"
 FORMAT_VERSION = 2  # 2: subtask types carry a work model (0.3.0)
-RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
 STAGES = ("data_download", "input_download", "execution", "upload")
 PHASES = ("download", "execution", "upload")
 FILENAME = "bundle.yaml"
@@ -170,7 +171,7 @@ class ConsumptionResource(_Strict):
 class Stage(_Strict):
     level: Literal["batch_size", "band_in", "band_out"]
     levels: list[float] = Field(min_length=1)
-    resources: dict[Literal["band_in", "band_out", "cpu", "memory"], ConsumptionResource]
+    resources: dict[Literal[CONSUMPTION_RESOURCES], ConsumptionResource]
 
     @model_validator(mode="after")
     def _levels(self):
@@ -195,7 +196,7 @@ class Consumption(_Strict):
 
 
 class HazardPhase(_Strict):
-    consumption_resource: Literal["band_in", "band_out", "cpu", "memory"]
+    consumption_resource: Literal[CONSUMPTION_RESOURCES]
     covariate_mean: tuple[float, float, float]
     covariate_sd: tuple[float, float, float]
     terms: list[tuple[int, int, int]]

@@ -25,15 +25,9 @@ import numpy as np
 import xarray as xr
 
 from gmm_volunteer import __version__
-from gmm_volunteer.io.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES, RunRecord
+from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
 
-RESOURCE_UNITS = {
-    "band_in": "Mbit/s",
-    "band_out": "Mbit/s",
-    "cpu": "%",
-    "memory": "MB",
-    "storage": "MB",
-}
 
 COMPLETE_ATTR = "complete"
 

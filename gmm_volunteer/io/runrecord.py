@@ -10,11 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
-NODE_CLASSES = ("server", "user")
-EVENTS = ("start", "complete", "abort", "reset", "cancel")
-OUTCOMES = ("completed", "abandoned", "dropped")
-MONITOR_OPS = ("metric_read", "latency_probe", "label_update")  # docs/routing.md
+from gmm_volunteer.model.constants import EVENTS, MONITOR_OPS, NODE_CLASSES, OUTCOMES, RESOURCES  # noqa: F401
+
 
 
 @dataclass

@@ -50,6 +50,8 @@ __all__ = [
     "schema_keys",
 ]
 
+from gmm_volunteer.model import laws  # noqa: E402
+from gmm_volunteer.model.constants import RESOURCES  # noqa: E402
 from gmm_volunteer.model.demand import Demand  # noqa: E402  (a section defined in its own module)
 
 DEFAULT_MODEL = "models/default"
@@ -85,10 +87,24 @@ MAX_REQUEST_TYPES = 127  # request types are stored as int8
 
 
 class _DistBase(BaseModel):
-    """Base of the duration laws. Each law defines ``survival(t)`` (S(t) = P(duration >
-    t), vectorised over ``t`` in seconds), ``median()`` and ``mean()``."""
+    """Base of the duration laws: ``law()`` (the ``[code, a, b]`` the kernels read),
+    ``survival(t)`` (S(t) = P(duration > t), vectorised over ``t`` in seconds),
+    ``median()`` and ``mean()``, all from their one definition in `model.laws`."""
 
     model_config = _STRICT
+
+    def law(self) -> np.ndarray:
+        values = self.model_dump(by_alias=True)
+        return laws.law_array(self.dist, *(values[k] for k in laws.PARAMETERS[self.dist]))
+
+    def survival(self, t):
+        return laws.survival(self.law(), t)
+
+    def median(self) -> float:
+        return laws.median(self.law())
+
+    def mean(self) -> float:
+        return laws.mean(self.law())
 
 
 class Weibull(_DistBase):
@@ -98,16 +114,6 @@ class Weibull(_DistBase):
     scale: float = Field(gt=0, le=MAX_SECONDS)
     shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
-    def survival(self, t):
-        t = np.asarray(t, dtype=float)
-        return np.exp(-((np.maximum(t, 0.0) / self.scale) ** self.shape))
-
-    def median(self) -> float:
-        return self.scale * math.log(2.0) ** (1.0 / self.shape)
-
-    def mean(self) -> float:
-        return self.scale * math.gamma(1.0 + 1.0 / self.shape)
-
 
 class LogNormal(_DistBase):
     """S(t) = 1 - Phi((log t - mu) / sigma) for t > 0 (mu, sigma of log seconds)."""
@@ -115,20 +121,6 @@ class LogNormal(_DistBase):
     dist: Literal["lognormal"]
     mu: float = Field(ge=-MAX_LOG_MU, le=MAX_LOG_MU)
     sigma: float = Field(gt=0, le=MAX_LOG_SIGMA)
-
-    def survival(self, t):
-        from scipy.special import ndtr
-
-        t = np.asarray(t, dtype=float)
-        with np.errstate(divide="ignore"):
-            z = (np.log(np.where(t > 0, t, 1.0)) - self.mu) / self.sigma
-        return np.where(t > 0, ndtr(-z), 1.0)
-
-    def median(self) -> float:
-        return math.exp(self.mu)
-
-    def mean(self) -> float:
-        return math.exp(self.mu + 0.5 * self.sigma**2)
 
 
 class Pareto(_DistBase):
@@ -138,18 +130,6 @@ class Pareto(_DistBase):
     scale: float = Field(gt=0, le=MAX_SECONDS)
     shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
-    def survival(self, t):
-        t = np.asarray(t, dtype=float)
-        return np.where(t < self.scale, 1.0, (self.scale / np.maximum(t, self.scale)) ** self.shape)
-
-    def median(self) -> float:
-        return self.scale * 2.0 ** (1.0 / self.shape)
-
-    def mean(self) -> float:
-        if self.shape <= 1.0:
-            return math.inf
-        return self.scale * self.shape / (self.shape - 1.0)
-
 
 class Exponential(_DistBase):
     """S(t) = exp(-t / mean) for t >= 0."""
@@ -158,16 +138,6 @@ class Exponential(_DistBase):
     mean_: float = Field(gt=0, le=MAX_SECONDS, alias="mean")
 
     model_config = ConfigDict(**_STRICT, serialize_by_alias=True)
-
-    def survival(self, t):
-        t = np.asarray(t, dtype=float)
-        return np.exp(-np.maximum(t, 0.0) / self.mean_)
-
-    def median(self) -> float:
-        return self.mean_ * math.log(2.0)
-
-    def mean(self) -> float:
-        return self.mean_
 
 
 class Never(_DistBase):
@@ -181,19 +151,9 @@ class Never(_DistBase):
 
     dist: Literal["never"]
 
-    def survival(self, t):
-        t = np.asarray(t, dtype=float)
-        return np.ones_like(t)[()]
-
-    def median(self) -> float:
-        return math.inf
-
-    def mean(self) -> float:
-        return math.inf
-
 
 Dist = Annotated[Union[Weibull, LogNormal, Pareto, Exponential, Never], Field(discriminator="dist")]
-DIST_NAMES = ("weibull", "lognormal", "pareto", "exponential", "never")
+DIST_NAMES = laws.NAMES
 
 
 # ---------------------------------------------------------------------------------
@@ -207,7 +167,7 @@ class _Section(BaseModel):
 
 # Allocation fractions (paper 2.2, "Allocated resources": node-specific mean and sd;
 # paper 3.1). A node's allocation is clip(mean + sd * YJ^-1(...), 0, 1) x its maximum.
-ALLOCATION_RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+ALLOCATION_RESOURCES = RESOURCES
 ALLOCATION_BASES = ("dedicated", "fitted")
 
 
@@ -340,10 +300,8 @@ class BaseProfile(_Section):
     storage: float = Field(3000.0, gt=0, le=MAX_PROFILE)  # MB
 
     def as_array(self) -> np.ndarray:
-        """Values in the order of `gmm_volunteer.io.runrecord.RESOURCES`."""
-        return np.array(
-            [self.band_in, self.band_out, self.cpu, self.memory, self.storage], dtype=np.float64
-        )
+        """Values in the order of `constants.RESOURCES`."""
+        return np.array([getattr(self, r) for r in RESOURCES], dtype=np.float64)
 
 
 class Availability(_Section):

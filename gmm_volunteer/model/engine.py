@@ -26,27 +26,12 @@ from gmm_volunteer.model.kernels.ops import list_add
 from gmm_volunteer.model.kernels.people import start_think
 from gmm_volunteer.model.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.model.params import READY, Params, build_params, mean_duration, pack_params
-from gmm_volunteer.model.rng import MAX_DURATION
+from gmm_volunteer.model.laws import MAX_DURATION, length_biased
 from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
 from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
-
-
-def _length_biased(law: np.ndarray, size: int, g: np.random.Generator) -> np.ndarray:
-    """Draws of the length-biased duration law (density t f(t) / E[T]); +inf for a state
-    that never ends (no draws are taken then)."""
-    kind, a, b = int(law[0]), float(law[1]), float(law[2])
-    if kind == rng_mod.DIST_NEVER:
-        return np.full(size, np.inf)
-    if kind == rng_mod.DIST_WEIBULL:
-        return (g.gamma(1.0 + 1.0 / b, size=size)) ** (1.0 / b) * a
-    if kind == rng_mod.DIST_LOGNORMAL:
-        return np.exp(g.normal(a + b * b, b, size=size))
-    if kind == rng_mod.DIST_PARETO:
-        return a * g.random(size) ** (-1.0 / (b - 1.0))
-    return g.gamma(2.0, a, size=size)
 
 
 def stationary_availability(P: Params, g: np.random.Generator):
@@ -57,7 +42,7 @@ def stationary_availability(P: Params, g: np.random.Generator):
     the user is at a uniform point in it.
 
     When one state never ends (`never`, infinite mean) P(online) is 1 or 0: every user
-    is in that state, at age 0, and its switch is at `rng.MAX_DURATION`, i.e. never
+    is in that state, at age 0, and its switch is at `laws.MAX_DURATION`, i.e. never
     (docs/model.md, D2). Both never ending has no stationary law (the config refuses it).
     """
     n = P.n_users
@@ -66,13 +51,13 @@ def stationary_availability(P: Params, g: np.random.Generator):
         raise ValueError("online and offline durations both never end: no stationary state")
     p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)  # 0.0 when m_off is infinite
     online = g.random(n) < p_on
-    total = np.where(online, _length_biased(P.on_law, n, g), _length_biased(P.off_law, n, g))
+    total = np.where(online, length_biased(P.on_law, n, g), length_biased(P.off_law, n, g))
     # A never-ending period has no uniform point: its age is taken as 0 (the age is
     # recorded, never read by the dynamics). Finite periods keep the draws they had.
     ends = np.isfinite(total)
     age = g.random(n) * np.where(ends, total, 0.0)
     residual = np.where(ends, total - age, np.inf)
-    next_change = np.minimum(np.maximum(np.ceil(residual) - 1, 0), rng_mod.MAX_DURATION).astype(np.int64)
+    next_change = np.minimum(np.maximum(np.ceil(residual) - 1, 0), MAX_DURATION).astype(np.int64)
     return online, np.floor(age).astype(np.int64), next_change
 
 

@@ -4,7 +4,7 @@ Everything the numba kernels need is in one `Params` namedtuple of scalars and a
 built once per run. Index conventions (used throughout the kernels):
 
 * nodes v = 0..N: v = 0 is the server, v = i is user i's device (paper 2.1);
-* resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage;
+* resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage (`constants.RESOURCES`);
 * subtasks j = 0..J-1: one per (task type k, slot p) pair, in task order (paper 2.2 indexes
   readiness by (v, k, p)); subtask j runs subtask type (CV model) `sub_type[j]`;
 * consumption stages s: 0 data_download, 1 input_download, 2 execution, 3 upload;
@@ -21,27 +21,19 @@ from numba.experimental import structref
 
 import numpy as np
 
-from gmm_volunteer.model import rng as _rng
+from gmm_volunteer.model import laws
 from gmm_volunteer.io.bundle import STAGES, Bundle
 from gmm_volunteer.model.kernels.arma import batch_level_statistics
+from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
+    BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, MEMORY, N_CRES, N_RES, RESOURCES, STORAGE,
+)
 from gmm_volunteer.model.structs import ParamsStruct
 
-BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE = range(5)
-N_RES = 5
-N_CRES = 4  # resources with a consumption model (storage is accumulated downloads)
 IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
 EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
 MAX_BATCH_TABLE = 512  # memory and work estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
 WORK_LOGNORMAL, WORK_EXPONENTIAL = range(2)  # law of a batch's execution work around its mean
-
-_DIST_CODES = {
-    "weibull": _rng.DIST_WEIBULL,
-    "lognormal": _rng.DIST_LOGNORMAL,
-    "pareto": _rng.DIST_PARETO,
-    "exponential": _rng.DIST_EXPONENTIAL,
-    "never": _rng.DIST_NEVER,
-}
 
 PARAM_FIELDS = (
     # sizes
@@ -109,19 +101,8 @@ PARAMS_TYPE = ParamsStruct([(name, _numba_type(PARAM_SPEC[name])) for name in PA
 
 
 def dist_law(d) -> np.ndarray:
-    """[kind, a, b] for a config distribution (see `rng.continuous_duration`)."""
-    kind = d.dist
-    if kind == "weibull":
-        return np.array([_DIST_CODES[kind], d.scale, d.shape], dtype=np.float64)
-    if kind == "lognormal":
-        return np.array([_DIST_CODES[kind], d.mu, d.sigma], dtype=np.float64)
-    if kind == "pareto":
-        return np.array([_DIST_CODES[kind], d.scale, d.shape], dtype=np.float64)
-    if kind == "exponential":
-        return np.array([_DIST_CODES[kind], d.mean(), 0.0], dtype=np.float64)
-    if kind == "never":
-        return np.array([_DIST_CODES[kind], 0.0, 0.0], dtype=np.float64)
-    raise ValueError(f"unknown distribution {kind!r}")
+    """[kind, a, b] for a config distribution (`laws.law_array`)."""
+    return d.law()
 
 
 def memory_table(batch_sizes, execution_mb, n_max: int = MAX_BATCH_TABLE) -> np.ndarray:
@@ -248,12 +229,10 @@ def build_params(cfg, bundle: Bundle) -> Params:
     sub_dl_mem = np.array([st[m].memory.download_mb for m in sub_type])
     mem_est = np.stack([memory_table(st[m].memory.batch_sizes, st[m].memory.execution_mb) for m in sub_type])
 
-    base = cfg.base_profile
-    base_vec = np.array([base.band_in, base.band_out, base.cpu, base.memory, base.storage])
+    base_vec = cfg.base_profile.as_array()
     amax = np.stack([base_vec * cfg.server.capacity, base_vec * cfg.users.capacity])
 
-    res_names = ("band_in", "band_out", "cpu", "memory", "storage")
-    alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in res_names]
+    alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in RESOURCES]
     al_p, al_q, al_ar, al_ma, al_sigma, al_lam, al_zm, al_zsd = _arma_arrays(alloc_blocks, hist)
     # Rows of each resource in the allocation histories (kernels/allocation.py): p + 1
     # slots of z values and q + 1 of innovations.
@@ -262,14 +241,14 @@ def build_params(cfg, bundle: Bundle) -> Params:
     # Mean and sd of the allocation fraction per node class (0 server, 1 users) and
     # resource (paper 2.2: node-specific; config server.allocation, users.allocation).
     # A class whose sd is 0 for every resource is constant, mean x amax: it draws nothing.
-    fitted = {r: (bundle.allocation[r].mean, bundle.allocation[r].sd) for r in res_names}
+    fitted = {r: (bundle.allocation[r].mean, bundle.allocation[r].sd) for r in RESOURCES}
     laws = (cfg.server.allocation, cfg.users.allocation)
     al_mean = np.stack([law.fractions(fitted)[0] for law in laws])
     al_sd = np.stack([law.fractions(fitted)[1] for law in laws])
     al_const = np.all(al_sd == 0.0, axis=1).astype(np.int64)
 
     # Consumption: stage x consumption-resource ARMA blocks and scaling statistics.
-    cres = res_names[:N_CRES]
+    cres = CONSUMPTION_RESOURCES
     n_st = len(STAGES)
     max_levels = max(len(bundle.consumption.stages[s].levels) for s in STAGES)
     blocks, has = [], np.zeros((n_st, N_CRES), np.bool_)
@@ -383,18 +362,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
 def mean_duration(law: np.ndarray) -> float:
     """Mean of the continuous duration law (for the stationary availability start);
     infinite for `never`."""
-    kind, a, b = int(law[0]), law[1], law[2]
-    if kind == _rng.DIST_NEVER:
-        return math.inf
-    if kind == _rng.DIST_WEIBULL:
-        return a * math.gamma(1.0 + 1.0 / b)
-    if kind == _rng.DIST_LOGNORMAL:
-        return math.exp(a + b * b / 2.0)
-    if kind == _rng.DIST_PARETO:
-        if b <= 1.0:
-            raise ValueError("a Pareto availability law needs shape > 1 to have a stationary state")
-        return a * b / (b - 1.0)
-    return a
+    if int(law[0]) == laws.PARETO and law[2] <= 1.0:
+        raise ValueError("a Pareto availability law needs shape > 1 to have a stationary state")
+    return laws.mean(law)
 
 
 # Generated from PARAM_FIELDS: copies references, not data.

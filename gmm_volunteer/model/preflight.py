@@ -66,10 +66,11 @@ def available_memory() -> int | None:
 
 def _state_bytes(bundle, restart: int, nodes: int, steps: int) -> int:
     from gmm_volunteer.io.bundle import STAGES
+    from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES
     from gmm_volunteer.model.params import N_CRES, N_RES, consumption_rings
     from gmm_volunteer.model.state import allocate
 
-    res = ("band_in", "band_out", "cpu", "memory")
+    res = CONSUMPTION_RESOURCES
     al_p = np.array([bundle.allocation[r].arma.order[0] for r in bundle.resources], np.int64)
     al_q = np.array([bundle.allocation[r].arma.order[1] for r in bundle.resources], np.int64)
     stages = bundle.consumption.stages

@@ -58,54 +58,6 @@ def keyed_uniform(key, component, entity, counter, draw):
     return ((h >> np.uint64(12)) + 0.5) * (1.0 / 4503599627370496.0)
 
 
-# Duration laws (paper 2.2): kind codes used in Params.
-DIST_WEIBULL = 0
-DIST_LOGNORMAL = 1
-DIST_PARETO = 2
-DIST_EXPONENTIAL = 3
-DIST_NEVER = 4  # the state never ends (config `never`): S(t) = 1
-# Longest duration in steps; a law's extreme tail and `never` are capped here. 2^50 steps
-# (~36 million years) is never reached by a run, and t + MAX_DURATION fits an int64 timer.
-MAX_DURATION = 1 << 50
-
-
-@njit(cache=True)
-def continuous_duration(kind, a, b, u1, u2):
-    """Inverse-survival draw T with S(T) = u1 (u2 is used by the lognormal only).
-
-    weibull(a=scale, b=shape), lognormal(a=mu, b=sigma), pareto(a=scale, b=shape),
-    exponential(a=mean); never gives +inf.
-    """
-    if kind == DIST_NEVER:
-        return np.inf
-    if kind == DIST_WEIBULL:
-        return a * (-np.log(u1)) ** (1.0 / b)
-    elif kind == DIST_LOGNORMAL:
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
-        return np.exp(a + b * z)
-    elif kind == DIST_PARETO:
-        return a * u1 ** (-1.0 / b)
-    else:
-        return -a * np.log(u1)
-
-
-@njit(cache=True)
-def discrete_duration(kind, a, b, u1, u2):
-    """Steps D a state lasts under the discrete-time hazard S(d)/S(d-1) (paper 2.2).
-
-    The state persists from age d-1 to d with probability S(d)/S(d-1), so
-    P(D > n) = S(n) = P(T > n) and D = ceil(T) has exactly that law (at least 1).
-    A state that never ends lasts MAX_DURATION steps: its timer never fires in a run.
-    """
-    if kind == DIST_NEVER:
-        return np.int64(MAX_DURATION)
-    t = continuous_duration(kind, a, b, u1, u2)
-    if not t < MAX_DURATION:  # also catches inf/nan from extreme tails
-        return MAX_DURATION
-    d = np.int64(np.ceil(t))
-    return d if d >= 1 else np.int64(1)
-
-
 # ---- Streams inside the state ------------------------------------------------------
 # Kernels draw from SplitMix64 streams whose 64-bit states live in the simulator state
 # (array `S.rng`, one entry per component). Passing a numpy Generator into a jitted

@@ -17,7 +17,7 @@ station with a load-dependent rate keep the product form for any distribution of
 time and work with the same means (Baskett, Chandy, Muntz and Palacios, "Open, closed,
 and mixed networks of queues with different classes of customers", J. ACM 22(2), 1975).
 The simulator's think time is a whole number of steps D = max(1, ceil(T))
-(`rng.discrete_duration`), so the Z to compare with is E[D], not E[T]: `discrete_mean`.
+(`laws.discrete_duration`), so the Z to compare with is E[D], not E[T]: `discrete_mean`.
 
 References:
 

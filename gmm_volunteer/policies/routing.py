@@ -37,7 +37,7 @@ from gmm_volunteer.policies.monitor import (
     monitor_config,
     new_monitor_arrays,
 )
-from gmm_volunteer.io.runrecord import MONITOR_OPS
+from gmm_volunteer.model.constants import MONITOR_OPS
 
 RouteState = namedtuple(
     "RouteState",

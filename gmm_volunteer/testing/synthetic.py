@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 
-RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+from gmm_volunteer.model.constants import RESOURCES
 
 
 def _arma(phi: float = 0.5, sigma: float | None = None) -> dict:
@@ -278,7 +278,7 @@ def provisional_bundle() -> dict:
             "sizes, execution time and peak memory at batch sizes 1-50 of five CV subtask types "
             "(PP-OCR det/cls/rec with trained weights; MobileNetV2 and ResNet-50 architectures "
             "with random weights). Assumed, not fitted: allocation and consumption ARMA shapes "
-            "and levels, the work's spread. Replace with `gmmv fit traces/ -o configs/models/default`."
+            "and levels, the work's spread. Replace with `gmmv fit traces/ -o gmm_volunteer/bundles/default`."
         ),
         allocation=allocation,
         subtask_types=subtask_types,

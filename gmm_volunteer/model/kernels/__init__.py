@@ -1,1 +1,1 @@
-"""Numba kernels over the flat state arrays (see gmm_volunteer/state.py)."""
+"""Numba kernels over the flat state arrays (see gmm_volunteer/model/state.py)."""

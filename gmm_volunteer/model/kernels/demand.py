@@ -3,7 +3,7 @@ D18; gmm_volunteer.model.demand)."""
 
 from numba import njit
 
-from gmm_volunteer.model.rng import MAX_DURATION
+from gmm_volunteer.model.laws import MAX_DURATION
 
 
 @njit(cache=True)

@@ -1,7 +1,7 @@
 """Binary min-heaps of timed events keyed by step, for O(events log n) timers.
 
 Availability transitions and request timers (think time, patience) are drawn as whole
-durations when a state is entered (rng.discrete_duration), so a step only touches the
+durations when a state is entered (laws.discrete_duration), so a step only touches the
 users whose timer fires, not every user.
 """
 

@@ -25,8 +25,9 @@ from gmm_volunteer.model.params import (
 )
 from gmm_volunteer.model.rng import STREAM_WORK, normal, uniform
 
-EV_START, EV_COMPLETE, EV_ABORT, EV_RESET, EV_CANCEL = range(5)
-OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = range(3)
+from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
+    EV_ABORT, EV_CANCEL, EV_COMPLETE, EV_RESET, EV_START, OUT_ABANDONED, OUT_COMPLETED, OUT_DROPPED,
+)
 
 
 @njit(cache=True, inline="always")

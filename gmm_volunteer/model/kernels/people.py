@@ -1,10 +1,10 @@
 """Availability (o, d^o) and requests (q, d^q) of users (paper 2.2).
 
 Both are semi-Markov: the discrete-time hazard S(d)/S(d-1) is sampled as a whole
-duration when a state is entered (`rng.discrete_duration`, same law) and the end is a
+duration when a state is entered (`laws.discrete_duration`, same law) and the end is a
 timed event in a heap. Draws are keyed by (user, counter) so that the n-th online period
 and the n-th request of a user are the same whatever the policy did. A state that never
-ends (`rng.MAX_DURATION` steps, e.g. the config law `never`) gets no timer at all: it
+ends (`laws.MAX_DURATION` steps, e.g. the config law `never`) gets no timer at all: it
 could not fire in a run, and never-ending patience would otherwise leave one stale timer
 per request in the heap.
 """
@@ -32,10 +32,9 @@ from gmm_volunteer.model.rng import (
     KEY_PATIENCE,
     KEY_REQUEST_TYPE,
     KEY_THINK,
-    MAX_DURATION,
-    discrete_duration,
     keyed_uniform,
 )
+from gmm_volunteer.model.laws import MAX_DURATION, discrete_duration
 
 
 @njit(cache=True)
