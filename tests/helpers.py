@@ -45,7 +45,7 @@ def make_record(
     base_attrs = {
         "config": f"seed: {seed}\nsteps: {steps}\n",
         "seed_entropy": str(seed),
-        "model_bundle": "configs/models/default",
+        "model_bundle": "gmm_volunteer/bundles/default",
         "model_provisional": True,
         "users": users,
         "scheduler": "uniform",

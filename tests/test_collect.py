@@ -1,4 +1,4 @@
-"""Tests of the trace collectors (fitting/collect).
+"""Tests of the trace collectors (gmm_volunteer/fitting/collect).
 
 Run without the collect extras: only the tests that execute ONNX models skip when
 onnxruntime / rapidocr are missing.

@@ -1,4 +1,4 @@
-"""ARMA blocks of the fitting pipeline (fitting/arma.py; paper 2.2)."""
+"""ARMA blocks of the fitting pipeline (gmm_volunteer/fitting/arma.py; paper 2.2)."""
 
 from __future__ import annotations
 

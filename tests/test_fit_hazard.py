@@ -1,4 +1,4 @@
-"""Discrete-time hazard models (fitting/hazard.py; paper 2.2, ref. [23])."""
+"""Discrete-time hazard models (gmm_volunteer/fitting/hazard.py; paper 2.2, ref. [23])."""
 
 from __future__ import annotations
 

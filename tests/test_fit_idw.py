@@ -1,4 +1,4 @@
-"""Inverse distance weighting (fitting/idw.py; paper 2.2, ref. [22])."""
+"""Inverse distance weighting (gmm_volunteer/fitting/idw.py; paper 2.2, ref. [22])."""
 
 from __future__ import annotations
 

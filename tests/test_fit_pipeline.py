@@ -1,4 +1,4 @@
-"""End to end: synthetic traces with known parameters -> bundle (fitting/fit.py)."""
+"""End to end: synthetic traces with known parameters -> bundle (gmm_volunteer/fitting/fit.py)."""
 
 from __future__ import annotations
 
@@ -144,8 +144,8 @@ def test_cli_registers_fit():
 
     parser = argparse.ArgumentParser()
     add_subcommands(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["fit", "traces/", "-o", "configs/models/default", "--quick"])
-    assert args.quick and args.output == "configs/models/default" and callable(args.func)
+    args = parser.parse_args(["fit", "traces/", "-o", "gmm_volunteer/bundles/default", "--quick"])
+    assert args.quick and args.output == "gmm_volunteer/bundles/default" and callable(args.func)
 
 
 def test_report_states_the_allocation_fractions(fitted):

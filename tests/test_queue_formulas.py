@@ -1,4 +1,4 @@
-"""Open-queue formulas of gmm_volunteer/theory.py (Erlang C, M/M/c wait, Allen-Cunneen)
+"""Open-queue formulas of gmm_volunteer/model/theory.py (Erlang C, M/M/c wait, Allen-Cunneen)
 against their closed forms (docs/routing.md, queue-aware routing)."""
 
 from __future__ import annotations

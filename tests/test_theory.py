@@ -1,4 +1,4 @@
-"""Exact queueing results (gmm_volunteer/theory.py) against independent computations.
+"""Exact queueing results (gmm_volunteer/model/theory.py) against independent computations.
 
 MVA is compared with the birth-death chain of the number of jobs at the server, with
 closed forms (one user, the machine-repairman server, a server that never saturates) and

@@ -310,6 +310,20 @@ def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:
         raise BundleError(_format_error(err, source)) from None
 
 
+# Bundles shipped inside the package (package data): `model: default` names
+# gmm_volunteer/bundles/default when no such directory is next to the config.
+PACKAGED = Path(__file__).resolve().parent.parent / "bundles"
+
+
+def packaged_bundle(name: str) -> Path | None:
+    """The directory of the bundle shipped under `name`, or None when `name` is not a
+    bare name (it has a path separator) or no such bundle is shipped."""
+    if not name or name in (".", "..") or "/" in name or os.sep in name or name.startswith("~"):
+        return None
+    path = PACKAGED / name
+    return path if (path / FILENAME).is_file() else None
+
+
 def bundle_file(path: str | os.PathLike) -> Path:
     p = Path(path)
     return p / FILENAME if p.is_dir() or p.suffix == "" else p

@@ -542,9 +542,18 @@ def _absolute(p: str, base: Path, source: str = "<config>") -> str:
     if not path.is_absolute():
         path = base / path
     try:
-        return str(Path(path).resolve())
+        resolved = Path(path).resolve()
     except (OSError, RuntimeError) as exc:  # e.g. a symlink loop
         raise ConfigError(f"{source}: model: cannot resolve {p!r}: {exc}") from None
+    if not resolved.is_dir():
+        # Nothing there: a bare name (or the key left out) names a bundle shipped with the
+        # package, so that a config outside the repository runs (docs/usage.md, "model").
+        from gmm_volunteer.io.bundle import packaged_bundle
+
+        packaged = packaged_bundle("default" if p == DEFAULT_MODEL else p)
+        if packaged is not None:
+            return str(packaged)
+    return str(resolved)
 
 
 def _kind(x: Any) -> str:
