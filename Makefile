@@ -35,4 +35,4 @@ clean:
 	rm -rf $(VENV) results .pytest_cache
 
 clean-cache:
-	find gmm_volunteer fitting -name '*.nbi' -delete -o -name '*.nbc' -delete
+	find gmm_volunteer -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -1,7 +1,11 @@
-"""Offline fitting of the model's stochastic components from measured traces.
+"""Deprecated: the fitting code is `gmm_volunteer.fitting` since 0.4. This top-level name
+(and every ``fitting.*`` module path, through `gmm_volunteer._moved`) still imports it
+for one release, then goes away."""
 
-Reads a traces folder (`traces/FORMAT.md`) and writes a model bundle
-(`docs/formats.md`, section 1). The simulator never imports this package; the `gmmv`
-CLI loads it lazily for `gmmv fit` and `gmmv collect`. Pipeline and choices:
-`docs/fitting.md`.
-"""
+import importlib
+import sys
+import warnings
+
+warnings.warn("module fitting is deprecated and goes away in the next release; "
+              "import gmm_volunteer.fitting", DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = importlib.import_module("gmm_volunteer.fitting")

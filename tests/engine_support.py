@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gmm_volunteer.bundle import write_bundle
-from gmm_volunteer.config import config_from_dict
-from gmm_volunteer.synthetic import synthetic_bundle
+from gmm_volunteer.io.bundle import write_bundle
+from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.testing.synthetic import synthetic_bundle
 
 
 def bundle_dir(tmp: Path, **kwargs) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gmm_volunteer.runrecord import EVENTS, NODE_CLASSES, RESOURCES, RunRecord
+from gmm_volunteer.io.runrecord import EVENTS, NODE_CLASSES, RESOURCES, RunRecord
 
 TYPE_NAMES = ("light5", "light10", "heavy5", "heavy10")
 TYPE_PROBS = (0.4, 0.3, 0.2, 0.1)
@@ -45,7 +45,7 @@ def make_record(
     base_attrs = {
         "config": f"seed: {seed}\nsteps: {steps}\n",
         "seed_entropy": str(seed),
-        "model_bundle": "configs/models/default",
+        "model_bundle": "gmm_volunteer/bundles/default",
         "model_provisional": True,
         "users": users,
         "scheduler": "uniform",

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer import rng
-from gmm_volunteer.bundle import load_bundle
-from gmm_volunteer.config import config_from_dict
-from gmm_volunteer.engine import Simulation, simulate
-from gmm_volunteer.kernels.arma import yeo_johnson_inverse
-from gmm_volunteer.params import CPU, N_RES, build_params
+from gmm_volunteer.model import rng
+from gmm_volunteer.io.bundle import load_bundle
+from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.model.kernels.arma import yeo_johnson_inverse
+from gmm_volunteer.model.params import CPU, N_RES, build_params
 
 
 def alloc_config(model, *, server_allocation=None, user_allocation=None, **kw):

@@ -8,11 +8,11 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-import gmm_volunteer.analysis as analysis  # registers ds.gmmv
-from gmm_volunteer.combine import open_combined
-from gmm_volunteer.results import build_dataset, open_result
-from gmm_volunteer.runrecord import OUTCOMES
-from gmm_volunteer.sweep import load_grid, run_sweep
+import gmm_volunteer.experiments.analysis as analysis  # registers ds.gmmv
+from gmm_volunteer.experiments.combine import open_combined
+from gmm_volunteer.io.results import build_dataset, open_result
+from gmm_volunteer.io.runrecord import OUTCOMES
+from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
 from helpers import TYPE_NAMES, fake_simulate, make_record, write_tiny_grid
 
@@ -109,7 +109,7 @@ def test_bootstrap_interval_coverage():
 def test_bootstrap_over_fewer_than_three_seeds_warns_naming_them():
     import warnings
 
-    from gmm_volunteer.intervals import FewSeedsWarning
+    from gmm_volunteer.experiments.intervals import FewSeedsWarning
 
     rng = np.random.default_rng(1)
     with pytest.warns(FewSeedsWarning, match="bootstrap interval over 2 seeds: .* range of the two values"):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer.config import ConfigError, config_from_dict
-from gmm_volunteer.engine import Simulation, simulate
+from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.model.engine import Simulation, simulate
 from gmm_volunteer.policies import autoscaler_names
 from gmm_volunteer.policies.conformance import ConformanceError, check_policy
-from gmm_volunteer.results import build_dataset
-from gmm_volunteer.summary import capacity_hours, run_metrics, summarize
+from gmm_volunteer.io.results import build_dataset
+from gmm_volunteer.experiments.summary import capacity_hours, run_metrics, summarize
 
 BASE = np.array([100.0, 100.0, 200.0, 2500.0, 3000.0])
 STEP_UP = "test_autoscale:StepUp"  # an autoscaler outside the package, by module:Class
@@ -53,7 +53,7 @@ def test_bad_autoscaler_config_names_the_key(synthetic_model, bad, needle):
 
 
 def test_bad_autoscaler_option_exits_2_from_the_cli(synthetic_model, tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, "server": {"capacity": 1},
@@ -108,7 +108,7 @@ def test_capacity_hours_of_a_fixed_run_and_of_an_old_store(synthetic_model):
     ds = build_dataset(rec)
     # 2 x base for 360 s = 0.1 h: CPU 400 % x 0.1 h = 40 %·h
     np.testing.assert_allclose(run_metrics(ds)["capacity_hours"].values, 2.0 * BASE * 0.1, rtol=1e-6)
-    from gmm_volunteer.analysis import quantity  # registers the ds.gmmv accessor
+    from gmm_volunteer.experiments.analysis import quantity  # registers the ds.gmmv accessor
 
     assert float(ds.gmmv.metrics()["scaling_actions_total"]) == 0
     np.testing.assert_allclose(ds.gmmv.capacity_hours().values, 2.0 * BASE * 0.1, rtol=1e-6)

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.capacity import (
+from gmm_volunteer.experiments.capacity import (
     evaluate_records,
     find_capacity,
     parse_duration,
     parse_targets,
 )
-from gmm_volunteer.config import load_config
-from gmm_volunteer.runrecord import RunRecord
+from gmm_volunteer.model.config import load_config
+from gmm_volunteer.io.runrecord import RunRecord
 
 from helpers import TYPE_NAMES, write_tiny_grid
 
@@ -165,7 +165,7 @@ def test_mistyped_request_type_gets_a_suggestion(cfg):
 def test_fewer_than_three_seeds_warn(cfg):
     import warnings
 
-    from gmm_volunteer.intervals import FewSeedsWarning
+    from gmm_volunteer.experiments.intervals import FewSeedsWarning
 
     run = lambda c, progress=False: exponential_simulate(c)  # noqa: E731
     with pytest.warns(FewSeedsWarning, match="Student-t lower bound over 2 seeds"):
@@ -178,14 +178,14 @@ def test_fewer_than_three_seeds_warn(cfg):
 
 
 def test_capacity_cli_bad_target_exits_2(cfg, tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     assert main(["capacity", str(tmp_path / "base.yaml"), "--p99", "soon"]) == 2
     assert "--p99" in capsys.readouterr().err
 
 
 def test_miss_only_because_of_the_bound_is_named():
-    from gmm_volunteer.capacity import CapacityResult, Evaluation
+    from gmm_volunteer.experiments.capacity import CapacityResult, Evaluation
 
     bound = Evaluation(5.0, False, {"light5": (10.0, 0.995, 0.985, 9.0, 3000)})
     text = bound.line(0.99, 0.95)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.capacity_vector import (
+from gmm_volunteer.experiments.capacity_vector import (
     RESOURCES,
     Target,
     VectorSearch,
@@ -18,7 +18,7 @@ from gmm_volunteer.capacity_vector import (
     parse_resource_list,
     parse_resource_values,
 )
-from gmm_volunteer.config import ConfigError, load_config
+from gmm_volunteer.model.config import ConfigError, load_config
 
 from helpers import write_tiny_grid
 
@@ -137,7 +137,7 @@ def test_target_and_resource_parsing():
 
 
 def test_per_resource_capacity_in_the_config(tmp_path):
-    from gmm_volunteer.params import build_params
+    from gmm_volunteer.model.params import build_params
 
     write_tiny_grid(tmp_path)
     base = tmp_path / "base.yaml"
@@ -150,7 +150,7 @@ def test_per_resource_capacity_in_the_config(tmp_path):
     # Unset: the scalar behaviour bit for bit, and the stored config text unchanged.
     assert np.array_equal(plain.server.maximum(b), b * plain.server.capacity)
     assert set(__import__("yaml").safe_load(plain.to_yaml())["server"]) == {"capacity", "allocation"}
-    P = build_params(vec, __import__("gmm_volunteer.bundle", fromlist=["load_bundle"]).load_bundle(vec.model))
+    P = build_params(vec, __import__("gmm_volunteer.io.bundle", fromlist=["load_bundle"]).load_bundle(vec.model))
     assert np.array_equal(P.amax[0], expect)
 
 
@@ -181,7 +181,7 @@ def test_bad_per_resource_capacity_names_the_key(tmp_path, override, key):
     (["--p99", "10s@0.9"], "--p99"),  # a level needs the vector search
 ])
 def test_capacity_cli_bad_vector_input_exits_2(tmp_path, capsys, args, named):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     write_tiny_grid(tmp_path)
     out = tmp_path / "out"
@@ -191,7 +191,7 @@ def test_capacity_cli_bad_vector_input_exits_2(tmp_path, capsys, args, named):
 
 
 def test_capacity_cli_refuses_to_replace_a_foreign_file(tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     write_tiny_grid(tmp_path)
     foreign = tmp_path / "out.csv"
@@ -206,7 +206,7 @@ def test_real_simulation_lowers_the_non_binding_resource(tmp_path, capsys):
     server, so its CPU decides the latency; memory is made non-binding (every batch
     fits in 0.25 x 1,000,000 MB). The search must keep CPU above the bottom and
     take memory to the bottom."""
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     write_tiny_grid(tmp_path)
     out = tmp_path / "vec"

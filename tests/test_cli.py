@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gmm_volunteer import cli
-from gmm_volunteer.cli import main
+from gmm_volunteer.cli import commands as cli
+from gmm_volunteer.cli.commands import main
 
 from helpers import fake_simulate
 
@@ -36,7 +36,7 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 
 class FakeEngine:
-    """Stands in for `gmm_volunteer.engine` and remembers how it was called."""
+    """Stands in for `gmm_volunteer.model.engine` and remembers how it was called."""
 
     def __init__(self, behaviour=None):
         self.calls = []
@@ -52,9 +52,9 @@ class FakeEngine:
 @pytest.fixture
 def engine(monkeypatch) -> FakeEngine:
     fake = FakeEngine()
-    module = types.ModuleType("gmm_volunteer.engine")
+    module = types.ModuleType("gmm_volunteer.model.engine")
     module.simulate = fake.simulate
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
     return fake
 
 
@@ -83,10 +83,10 @@ def test_building_the_parser_imports_no_heavy_module():
     code = textwrap.dedent(
         """
         import sys
-        from gmm_volunteer.cli import build_parser
+        from gmm_volunteer.cli.commands import build_parser
         build_parser()
         heavy = ["numba", "xarray", "zarr", "dask", "scipy", "statsmodels", "matplotlib",
-                 "gmm_volunteer.engine"]
+                 "gmm_volunteer.model.engine"]
         print(",".join(m for m in heavy if m in sys.modules))
         """
     )
@@ -190,7 +190,7 @@ def test_run_input_errors_exit_2(workdir, engine, capsys, argv, needle):
 
 
 def test_run_writes_store_then_refuses_without_force(workdir, engine, capsys):
-    from gmm_volunteer.results import is_complete
+    from gmm_volunteer.io.results import is_complete
 
     assert main(["run", "run.yaml", "--quiet", "--set", "users.count=30"]) == 0
     out = workdir / "results" / "run.zarr"
@@ -213,7 +213,7 @@ def test_run_writes_store_then_refuses_without_force(workdir, engine, capsys):
 
 
 def test_run_output_option_and_config_path(workdir, engine):
-    from gmm_volunteer.results import is_complete
+    from gmm_volunteer.io.results import is_complete
 
     assert main(["run", "run.yaml", "-o", "custom/here.zarr", "--quiet"]) == 0
     assert is_complete(workdir / "custom" / "here.zarr")
@@ -301,7 +301,7 @@ def test_stale_leftovers_of_a_killed_run_are_cleaned_or_reported(workdir, engine
 
 
 def test_store_whose_replacement_was_killed_is_restored(workdir, engine, capsys):
-    from gmm_volunteer.results import is_complete
+    from gmm_volunteer.io.results import is_complete
 
     assert main(["run", "run.yaml", "--quiet", "-o", "s.zarr"]) == 0
     dead = _dead_pid()
@@ -335,7 +335,7 @@ def test_run_unexpected_failure_exits_1(workdir, engine, capsys):
 
 
 def test_config_error_raised_later_exits_2(workdir, engine, capsys):
-    from gmm_volunteer.config import ConfigError
+    from gmm_volunteer.model.config import ConfigError
 
     engine.behaviour = ConfigError("run.yaml: requests.type_probabilities: 4 entries, the bundle has 3 task types")
     assert main(["run", "run.yaml"]) == 2
@@ -351,7 +351,7 @@ def test_config_error_raised_later_exits_2(workdir, engine, capsys):
                                                   (True, None, False), (False, "-v", True)])
 def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys, monkeypatch,
                                                         cached, flag, notice):
-    from gmm_volunteer import feedback
+    from gmm_volunteer.cli import feedback
 
     monkeypatch.setattr(feedback, "_announced", False)
     monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: cached)
@@ -361,7 +361,7 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
         seen.append(capsys.readouterr().err)
         return engine.simulate(cfg, progress)
 
-    monkeypatch.setattr(sys.modules["gmm_volunteer.engine"], "simulate", spy)
+    monkeypatch.setattr(sys.modules["gmm_volunteer.model.engine"], "simulate", spy)
     assert main(["run", "run.yaml"] + ([flag] if flag else [])) == 0
     before = seen[0]
     assert (feedback.COMPILE_NOTICE in before) == notice
@@ -422,10 +422,10 @@ def test_summarize_into_closed_pipe_is_quiet(workdir, engine, capsys, monkeypatc
 
 
 def test_run_end_to_end_with_engine(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("gmm_volunteer.engine")
-    from gmm_volunteer.bundle import write_bundle
-    from gmm_volunteer.results import open_result
-    from gmm_volunteer.synthetic import synthetic_bundle
+    pytest.importorskip("gmm_volunteer.model.engine")
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.results import open_result
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     monkeypatch.chdir(tmp_path)
     write_bundle(synthetic_bundle(), tmp_path / "syn")

@@ -1,4 +1,4 @@
-"""Tests of the trace collectors (fitting/collect).
+"""Tests of the trace collectors (gmm_volunteer/fitting/collect).
 
 Run without the collect extras: only the tests that execute ONNX models skip when
 onnxruntime / rapidocr are missing.
@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pytest
 
-from fitting.collect.lloyd_max import distortion, lloyd_max
+from gmm_volunteer.fitting.collect.lloyd_max import distortion, lloyd_max
 
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads /proc (Linux)")
 
@@ -63,7 +63,7 @@ def test_lloyd_max_few_distinct_values_and_ties():
 
 
 class FakeClock:
-    """Stands in for the `time` module of `fitting.collect.server`: `sleep` advances a
+    """Stands in for the `time` module of `gmm_volunteer.fitting.collect.server`: `sleep` advances a
     virtual clock instead of waiting, so the rate a token bucket enforces is measured in
     virtual seconds and no load on the machine can change it."""
 
@@ -89,7 +89,7 @@ class FakeClock:
 
 @pytest.fixture
 def fake_clock(monkeypatch):
-    from fitting.collect import server
+    from gmm_volunteer.fitting.collect import server
 
     clock = FakeClock()
     monkeypatch.setattr(server, "time", clock)
@@ -97,7 +97,7 @@ def fake_clock(monkeypatch):
 
 
 def test_token_bucket_rate(fake_clock):
-    from fitting.collect.server import TokenBucket
+    from gmm_volunteer.fitting.collect.server import TokenBucket
 
     rate = 2_000_000.0  # bytes/s
     b = TokenBucket(rate)
@@ -118,8 +118,8 @@ def test_token_bucket_rate(fake_clock):
 
 @linux_only
 def test_rate_limited_server_loopback(tmp_path, fake_clock):
-    from fitting.collect.sampling import Sampler, http_get, http_post
-    from fitting.collect.server import LocalServer, mbps_to_bytes
+    from gmm_volunteer.fitting.collect.sampling import Sampler, http_get, http_post
+    from gmm_volunteer.fitting.collect.server import LocalServer, mbps_to_bytes
 
     payload = os.urandom(600_000)
     (tmp_path / "blob.bin").write_bytes(payload)
@@ -141,7 +141,7 @@ def test_rate_limited_server_loopback(tmp_path, fake_clock):
 
 
 def test_per_second_aggregation():
-    from fitting.collect.sampling import per_second
+    from gmm_volunteer.fitting.collect.sampling import per_second
 
     # counters: cpu 0.5 s per s, rss 100 MB, 1 MB/s in, nothing out, 0.25 MB/s stored
     t = np.linspace(0.0, 2.5, 26)
@@ -161,7 +161,7 @@ def test_per_second_aggregation():
 
 @linux_only
 def test_tiny_resources_collection(tmp_path):
-    from fitting.collect.resources import COLUMNS, collect_resources
+    from gmm_volunteer.fitting.collect.resources import COLUMNS, collect_resources
 
     path = collect_resources(tmp_path, interval=0.2, n_samples=2, quiet=True, command="test")
     with gzip.open(path, "rt") as f:
@@ -184,7 +184,7 @@ def test_tiny_resources_collection(tmp_path):
 
 
 def test_cli_parser():
-    from fitting.collect.cli import add_collect_parser
+    from gmm_volunteer.fitting.collect.cli import add_collect_parser
 
     p = argparse.ArgumentParser(prog="gmmv")
     sp = p.add_subparsers(dest="command")
@@ -208,8 +208,8 @@ def test_tiny_subtasks_and_downloads(tmp_path):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("rapidocr")
     pytest.importorskip("cv2")
-    from fitting.collect.downloads import collect_downloads
-    from fitting.collect.subtasks import CONS_COLUMNS, collect_subtasks
+    from gmm_volunteer.fitting.collect.downloads import collect_downloads
+    from gmm_volunteer.fitting.collect.subtasks import CONS_COLUMNS, collect_subtasks
 
     out = collect_subtasks(tmp_path / "sub", types=["ppocr_cls"], batch_sizes=[1, 2], bandwidths=[50.0],
                            repetitions=1, quiet=True)

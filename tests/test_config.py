@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer.config import (
+from gmm_volunteer.model.config import (
     ConfigError,
     Exponential,
     LogNormal,
@@ -317,7 +317,7 @@ def test_no_suggestion_without_a_close_name(tmp_path, bundle, data, override):
 
 
 def test_close_name():
-    from gmm_volunteer.suggest import close_name, did_you_mean, known_keys
+    from gmm_volunteer.model.suggest import close_name, did_you_mean, known_keys
 
     assert close_name("cuont", ["count", "capacity", "allocation"]) == "count"
     assert close_name("COUNT", ["count", "capacity"]) == "count"

@@ -10,7 +10,7 @@ import pytest
 from numba import njit
 from pydantic import BaseModel, ConfigDict
 
-from gmm_volunteer.actions import assign, pending_requests_fifo
+from gmm_volunteer.model.actions import assign, pending_requests_fifo
 from gmm_volunteer.policies import executor_names, scheduler_names
 from gmm_volunteer.policies.base import Scheduler
 from gmm_volunteer.policies.conformance import ConformanceError, check_policy

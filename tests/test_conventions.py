@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from gmm_volunteer import conventions
-from gmm_volunteer.results import build_dataset, is_complete, open_result, write_result
-from gmm_volunteer.runs import open_runs
-from gmm_volunteer.summary import run_metrics, summarize
+from gmm_volunteer.io import conventions
+from gmm_volunteer.io.results import build_dataset, is_complete, open_result, write_result
+from gmm_volunteer.experiments.runs import open_runs
+from gmm_volunteer.experiments.summary import run_metrics, summarize
 
 from engine_support import bundle_dir, make_config
 from helpers import TYPE_NAMES, make_record
@@ -29,7 +29,7 @@ FORMAT1 = Path(__file__).parent / "data" / "store_format1.zarr"
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory):
     """Three small simulated runs (different schedulers, users, lengths), stored."""
-    from gmm_volunteer.engine import simulate
+    from gmm_volunteer.model.engine import simulate
 
     root = tmp_path_factory.mktemp("conv")
     bundle = bundle_dir(root)
@@ -149,8 +149,8 @@ def test_open_mfdataset_recipe_for_the_series(real_runs):
 
 
 def test_combined_sweep_store_follows_the_conventions(tmp_path):
-    from gmm_volunteer.combine import open_combined, write_combined
-    from gmm_volunteer.sweep import load_grid, run_sweep
+    from gmm_volunteer.experiments.combine import open_combined, write_combined
+    from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
     from helpers import fake_simulate, write_tiny_grid
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gmm_volunteer.config import ConfigError, config_from_dict
-from gmm_volunteer.demand import Demand, cumulative, demand_arrays
-from gmm_volunteer.engine import Simulation, simulate
-from gmm_volunteer.kernels.demand import warp
-from gmm_volunteer.rng import MAX_DURATION
+from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.model.demand import Demand, cumulative, demand_arrays
+from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.model.kernels.demand import warp
+from gmm_volunteer.model.laws import MAX_DURATION
 
 
 def test_warp_is_the_time_change():

@@ -1,4 +1,4 @@
-"""What the commands tell the user (gmm_volunteer.feedback): the compile notice, --quiet
+"""What the commands tell the user (gmm_volunteer.cli.feedback): the compile notice, --quiet
 and -v on every command, progress lines of fit and capacity, and the capacity verdicts."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from gmm_volunteer import feedback
-from gmm_volunteer.cli import build_parser, main
+from gmm_volunteer.cli import feedback
+from gmm_volunteer.cli.commands import build_parser, main
 
 COMMANDS = [["run", "c.yaml"], ["sweep", "g.yaml"], ["summarize", "r.zarr"], ["report", "d"],
             ["combine", "d"], ["capacity", "c.yaml", "--p99", "10s"], ["fit", "t", "-o", "b"],
@@ -50,7 +50,7 @@ def test_kernels_cached_reads_the_index_files(tmp_path):
 
 
 def test_kernels_cached_answers_for_the_real_kernels_without_compiling():
-    from gmm_volunteer.kernels import step
+    from gmm_volunteer.model.kernels import step
 
     before = list(step.dynamics_step.signatures)  # other tests may have compiled it already
     assert isinstance(feedback.kernels_cached(), bool)
@@ -111,14 +111,14 @@ def fake_fit_bundle(traces, out, candidates, degrees, report, log=None):
     log("reading and checking traces in " + str(traces))
     log("fitting allocation series")
     log("fitting consumption series")
-    raise __import__("fitting.traces", fromlist=["TraceError"]).TraceError("stop here")
+    raise __import__("gmm_volunteer.fitting.traces", fromlist=["TraceError"]).TraceError("stop here")
 
 
 @pytest.mark.parametrize("flag", [None, "--quiet", "-v"])
 def test_fit_says_what_it_is_fitting(tmp_path, monkeypatch, capsys, flag):
-    import fitting.fit
+    import gmm_volunteer.fitting.fit
 
-    monkeypatch.setattr(fitting.fit, "fit_bundle", fake_fit_bundle)
+    monkeypatch.setattr(gmm_volunteer.fitting.fit, "fit_bundle", fake_fit_bundle)
     argv = ["fit", str(tmp_path / "traces"), "-o", str(tmp_path / "bundle")] + ([flag] if flag else [])
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -142,9 +142,9 @@ def capacity_config(tmp_path, monkeypatch):
     from test_capacity import exponential_simulate
 
     write_tiny_grid(tmp_path)
-    module = types.ModuleType("gmm_volunteer.engine")
+    module = types.ModuleType("gmm_volunteer.model.engine")
     module.simulate = lambda cfg, progress=False: exponential_simulate(cfg)
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
     monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: False)
     return tmp_path / "base.yaml"
 
@@ -185,7 +185,7 @@ def test_capacity_over_two_seeds_warns_once(capacity_config, capsys, flag):
 
 @pytest.mark.parametrize("flag", [None, "--quiet", "-v"])
 def test_sweep_announces_the_compile_and_lists_runs_with_verbose(tmp_path, monkeypatch, capsys, flag):
-    import gmm_volunteer.sweep as sweep_mod
+    import gmm_volunteer.experiments.sweep as sweep_mod
     from helpers import write_tiny_grid
 
     grid = write_tiny_grid(tmp_path, grid={"users.count": [10, 20]}, seeds=1, steps=20)
@@ -215,7 +215,7 @@ def test_sweep_announces_the_compile_and_lists_runs_with_verbose(tmp_path, monke
 
 @pytest.mark.parametrize("flag, quiet", [(None, False), ("--quiet", True)])
 def test_collect_passes_quiet_to_the_collector(tmp_path, monkeypatch, capsys, flag, quiet):
-    import fitting.collect.resources as resources
+    import gmm_volunteer.fitting.collect.resources as resources
 
     seen = {}
 

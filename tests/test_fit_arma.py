@@ -1,11 +1,11 @@
-"""ARMA blocks of the fitting pipeline (fitting/arma.py; paper 2.2)."""
+"""ARMA blocks of the fitting pipeline (gmm_volunteer/fitting/arma.py; paper 2.2)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fitting.arma import (
+from gmm_volunteer.fitting.arma import (
     FULL_GRID,
     fit_series_block,
     fit_transform,

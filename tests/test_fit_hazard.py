@@ -1,11 +1,11 @@
-"""Discrete-time hazard models (fitting/hazard.py; paper 2.2, ref. [23])."""
+"""Discrete-time hazard models (gmm_volunteer/fitting/hazard.py; paper 2.2, ref. [23])."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fitting.hazard import (
+from gmm_volunteer.fitting.hazard import (
     PersonPeriod,
     duration_steps,
     fit_phase,
@@ -74,7 +74,7 @@ def test_block_reproduces_the_fitted_probabilities():
     rng = np.random.default_rng(1)
     pp = simulate_person_period(rng, 800, (-1.5, 0.02, -0.05, 0.3), (0.0, 0.4))
     fit = fit_phase(pp, 2, 2, "cpu")
-    from fitting.hazard import design
+    from gmm_volunteer.fitting.hazard import design
 
     X = design(pp.covariates(), pp.type_idx, 2, fit.terms, fit.mean, fit.sd)
     direct = sm.Logit(pp.event, X).fit(disp=0).predict(X)

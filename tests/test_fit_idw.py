@@ -1,4 +1,4 @@
-"""Inverse distance weighting (fitting/idw.py; paper 2.2, ref. [22])."""
+"""Inverse distance weighting (gmm_volunteer/fitting/idw.py; paper 2.2, ref. [22])."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitting.idw import idw
+from gmm_volunteer.fitting.idw import idw
 
 
 def test_exact_at_knots():

@@ -1,4 +1,4 @@
-"""End to end: synthetic traces with known parameters -> bundle (fitting/fit.py)."""
+"""End to end: synthetic traces with known parameters -> bundle (gmm_volunteer/fitting/fit.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
-from fitting.catalog import _round_above, execution_time_rank
-from fitting.fit import fit_bundle
-from fitting.synthetic import SyntheticSpec, execution_profile, write_synthetic_traces
-from fitting.traces import load_traces
-from gmm_volunteer.bundle import load_bundle, write_bundle
+from gmm_volunteer.fitting.catalog import _round_above, execution_time_rank
+from gmm_volunteer.fitting.fit import fit_bundle
+from gmm_volunteer.fitting.synthetic import SyntheticSpec, execution_profile, write_synthetic_traces
+from gmm_volunteer.fitting.traces import load_traces
+from gmm_volunteer.io.bundle import load_bundle, write_bundle
 
 SPEC = SyntheticSpec(duration_s=900, n_types=3, batch_sizes=(1, 5), reps=3, download_reps=1)
 GRID = ((1, 0), (2, 0))
@@ -140,12 +140,12 @@ def test_report_links_every_figure(fitted):
 
 
 def test_cli_registers_fit():
-    from fitting.cli import add_subcommands
+    from gmm_volunteer.fitting.cli import add_subcommands
 
     parser = argparse.ArgumentParser()
     add_subcommands(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["fit", "traces/", "-o", "configs/models/default", "--quick"])
-    assert args.quick and args.output == "configs/models/default" and callable(args.func)
+    args = parser.parse_args(["fit", "traces/", "-o", "gmm_volunteer/bundles/default", "--quick"])
+    assert args.quick and args.output == "gmm_volunteer/bundles/default" and callable(args.func)
 
 
 def test_report_states_the_allocation_fractions(fitted):

@@ -21,7 +21,7 @@ def test_refit_of_shipped_traces_reproduces_default_bundle(tmp_path):
     """Run exactly the documented command, single-threaded BLAS (multi-threaded
     reductions may change the last digits of the optimizer's path) and the shipped
     creation time, then compare the whole bundle."""
-    shipped = yaml.safe_load((ROOT / "configs/models/default/bundle.yaml").read_text())
+    shipped = yaml.safe_load((ROOT / "gmm_volunteer/bundles/default/bundle.yaml").read_text())
     epoch = calendar.timegm(time.strptime(shipped["created"], "%Y-%m-%dT%H:%M:%SZ"))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                SOURCE_DATE_EPOCH=str(epoch))
@@ -33,8 +33,8 @@ def test_refit_of_shipped_traces_reproduces_default_bundle(tmp_path):
 
 
 def test_shipped_bundle_is_fitted_and_valid():
-    from gmm_volunteer.bundle import load_bundle
+    from gmm_volunteer.io.bundle import load_bundle
 
-    b = load_bundle(ROOT / "configs/models/default")
+    b = load_bundle(ROOT / "gmm_volunteer/bundles/default")
     assert not b.provisional
     assert "fitted by `gmmv fit" in b.provenance

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.cli import EXIT_BAD_TRACES, main
-from fitting.fit import fit_bundle
-from fitting.synthetic import SyntheticSpec, write_synthetic_traces
-from fitting.traces import TraceError, load_traces
+from gmm_volunteer.fitting.cli import EXIT_BAD_TRACES, main
+from gmm_volunteer.fitting.fit import fit_bundle
+from gmm_volunteer.fitting.synthetic import SyntheticSpec, write_synthetic_traces
+from gmm_volunteer.fitting.traces import TraceError, load_traces
 
 SMALL = SyntheticSpec(duration_s=600, n_types=2, batch_sizes=(1, 5), reps=2, download_reps=1)
 
@@ -156,7 +156,7 @@ def test_existing_bundle_survives_a_failed_refit(traces, tmp_path):
 
 
 def test_download_memory_per_type_from_meta_json(traces):
-    from fitting.memory import download_memory
+    from gmm_volunteer.fitting.memory import download_memory
 
     # synthetic downloads: run_id = level index * n_types + type index (download_reps = 1)
     n_types = SMALL.n_types
@@ -173,7 +173,7 @@ def test_download_memory_per_type_from_meta_json(traces):
 
 
 def test_download_memory_pooled_without_attribution(traces):
-    from fitting.memory import download_memory
+    from gmm_volunteer.fitting.memory import download_memory
 
     got = download_memory(load_traces(traces))
     mem = pd.read_csv(traces / "downloads" / "downloads.csv.gz")["memory_mb"].to_numpy()

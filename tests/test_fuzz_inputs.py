@@ -24,9 +24,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gmm_volunteer.cli import main  # noqa: E402
-from gmm_volunteer.config import schema_keys  # noqa: E402
-from gmm_volunteer.synthetic import synthetic_bundle  # noqa: E402
+from gmm_volunteer.cli.commands import main  # noqa: E402
+from gmm_volunteer.model.config import schema_keys  # noqa: E402
+from gmm_volunteer.testing.synthetic import synthetic_bundle  # noqa: E402
 
 from engine_support import bundle_dir  # noqa: E402
 
@@ -56,21 +56,21 @@ def place(tmp_path_factory):
 
 @contextlib.contextmanager
 def stopping_engine():
-    module = types.ModuleType("gmm_volunteer.engine")
+    module = types.ModuleType("gmm_volunteer.model.engine")
 
     def simulate(cfg, progress=True):
         raise KeyboardInterrupt
 
     module.simulate = simulate
-    saved = sys.modules.get("gmm_volunteer.engine")
-    sys.modules["gmm_volunteer.engine"] = module
+    saved = sys.modules.get("gmm_volunteer.model.engine")
+    sys.modules["gmm_volunteer.model.engine"] = module
     try:
         yield
     finally:
         if saved is None:
-            sys.modules.pop("gmm_volunteer.engine", None)
+            sys.modules.pop("gmm_volunteer.model.engine", None)
         else:
-            sys.modules["gmm_volunteer.engine"] = saved
+            sys.modules["gmm_volunteer.model.engine"] = saved
 
 
 def snapshot(root: Path) -> dict:
@@ -202,7 +202,7 @@ def test_fuzz_bundle_bytes(place, cut, junk):
 
 @pytest.fixture(scope="module")
 def good_traces(tmp_path_factory):
-    from fitting.synthetic import SyntheticSpec, write_synthetic_traces
+    from gmm_volunteer.fitting.synthetic import SyntheticSpec, write_synthetic_traces
 
     root = tmp_path_factory.mktemp("fuzz_traces") / "traces"
     write_synthetic_traces(root, SyntheticSpec(duration_s=600, n_types=2, batch_sizes=(1, 5), reps=2,
@@ -224,7 +224,7 @@ def test_fuzz_trace_tables(good_traces, tmp_path_factory, table, row, col, value
 
     import pandas as pd
 
-    from fitting.traces import TraceError, load_traces
+    from gmm_volunteer.fitting.traces import TraceError, load_traces
 
     root = tmp_path_factory.mktemp("t") / "traces"
     shutil.copytree(good_traces, root)
@@ -261,7 +261,7 @@ def test_fuzz_trace_tables(good_traces, tmp_path_factory, table, row, col, value
 def test_fuzz_trace_json(good_traces, tmp_path_factory, which, content):
     import shutil
 
-    from fitting.traces import TraceError, load_traces
+    from gmm_volunteer.fitting.traces import TraceError, load_traces
 
     root = tmp_path_factory.mktemp("j") / "traces"
     shutil.copytree(good_traces, root)

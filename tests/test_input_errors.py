@@ -13,11 +13,11 @@ import types
 import pytest
 import yaml
 
-from gmm_volunteer.bundle import BundleError, validate_bundle
-from gmm_volunteer.cli import main
-from gmm_volunteer.config import ConfigError, load_config, parse_override
-from gmm_volunteer.synthetic import synthetic_bundle
-from gmm_volunteer.yamlio import YAMLInputError, load_yaml
+from gmm_volunteer.io.bundle import BundleError, validate_bundle
+from gmm_volunteer.cli.commands import main
+from gmm_volunteer.model.config import ConfigError, load_config, parse_override
+from gmm_volunteer.testing.synthetic import synthetic_bundle
+from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
 
 from engine_support import bundle_dir
 from helpers import fake_simulate, write_tiny_grid
@@ -35,14 +35,14 @@ def workdir(tmp_path, monkeypatch):
 @pytest.fixture
 def engine(monkeypatch):
     calls = []
-    module = types.ModuleType("gmm_volunteer.engine")
+    module = types.ModuleType("gmm_volunteer.model.engine")
 
     def simulate(cfg, progress=True):
         calls.append(cfg)
         return fake_simulate(cfg, progress)
 
     module.simulate = simulate
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
     return calls
 
 
@@ -83,7 +83,7 @@ def test_numbers_outside_the_documented_domain_exit_2(workdir, engine, capsys, o
 
 
 def test_documented_limits_match_the_code():
-    from gmm_volunteer import config
+    from gmm_volunteer.model import config
 
     text = (__import__("pathlib").Path(__file__).parents[1] / "docs" / "usage.md").read_text()
     for value in (f"{config.MAX_USERS:,}", f"{config.MAX_STEPS:,}", f"{config.MAX_BURN_IN:,}",
@@ -292,7 +292,7 @@ def test_binary_grid_file_exits_2(tmp_path, capsys):
 # -- memory ------------------------------------------------------------------------------------
 
 def test_a_run_that_cannot_fit_in_memory_is_refused_with_its_figure(workdir, engine, capsys, monkeypatch):
-    from gmm_volunteer import preflight
+    from gmm_volunteer.model import preflight
 
     monkeypatch.setattr(preflight, "available_memory", lambda: 200_000_000)  # 200 MB
     err = refused(["run", "run.yaml", "--set", "users.count=1000000"], workdir, engine, capsys,
@@ -303,7 +303,7 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_with_its_figure(workdir, eng
 
 
 def test_memory_estimate_grows_with_users_and_steps(workdir):
-    from gmm_volunteer.preflight import bundle_for, estimate_memory
+    from gmm_volunteer.model.preflight import bundle_for, estimate_memory
 
     def est(*overrides):
         cfg = load_config(workdir / "run.yaml", overrides)
@@ -316,7 +316,7 @@ def test_memory_estimate_grows_with_users_and_steps(workdir):
 
 
 def test_local_sweep_that_cannot_fit_is_refused(tmp_path, capsys, monkeypatch):
-    from gmm_volunteer import preflight
+    from gmm_volunteer.model import preflight
 
     monkeypatch.setattr(preflight, "available_memory", lambda: 50_000_000)
     path = write_tiny_grid(tmp_path, grid={"users.count": [100, 1000000]}, seeds=1)
@@ -350,7 +350,7 @@ def test_old_scheduler_option_is_an_alias_with_a_warning(tmp_path, capsys):
 
 
 def test_report_on_a_grid_with_an_extra_dimension(tmp_path, capsys):
-    from gmm_volunteer.sweep import load_grid, run_sweep
+    from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
     second = tmp_path / "bundle2"
     second.mkdir()

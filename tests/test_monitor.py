@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.params import CPU, MEMORY
+from gmm_volunteer.model.params import CPU, MEMORY
 from gmm_volunteer.policies import monitor as mon
 from gmm_volunteer.policies.asrb import AsrbOptions, asrb_label, asrb_score
 from gmm_volunteer.policies.routing import RouteState, option_vector
@@ -26,8 +26,8 @@ def make_R(options=None, n_nodes=4, steps=100):
 
 @pytest.fixture(scope="module")
 def sim(synthetic_model):
-    from gmm_volunteer.config import config_from_dict
-    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.model.engine import Simulation
 
     cfg = config_from_dict({"steps": 50, "seed": 3, "model": str(synthetic_model),
                             "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
@@ -117,10 +117,10 @@ def test_metric_reads_poll_and_overload(sim):
 
 
 def test_router_records_monitoring_cost(synthetic_model, tmp_path):
-    from gmm_volunteer.config import config_from_dict
-    from gmm_volunteer.engine import Simulation
-    from gmm_volunteer.results import open_result, write_result
-    from gmm_volunteer.summary import run_metrics
+    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.io.results import open_result, write_result
+    from gmm_volunteer.experiments.summary import run_metrics
 
     cfg = config_from_dict({"steps": 120, "seed": 2, "model": str(synthetic_model),
                             "users": {"count": 20, "capacity": 1}, "server": {"capacity": 1},

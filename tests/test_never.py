@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from engine_support import make_config
-from gmm_volunteer import rng
-from gmm_volunteer.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
-from gmm_volunteer.engine import Simulation, _length_biased, stationary_availability
-from gmm_volunteer.params import dist_law, mean_duration
-from gmm_volunteer.runrecord import OUTCOMES
+from gmm_volunteer.model import rng
+from gmm_volunteer.model.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
+from gmm_volunteer.model import laws
+from gmm_volunteer.model.engine import Simulation, stationary_availability
+from gmm_volunteer.model.params import dist_law, mean_duration
+from gmm_volunteer.io.runrecord import OUTCOMES
 
 REPO = Path(__file__).resolve().parents[1]
 NEVER = {"dist": "never"}
@@ -49,11 +50,11 @@ def test_never_law_has_no_end():
 
 def test_never_samples_max_duration():
     code = dist_law(Never(dist="never"))
-    assert int(code[0]) == rng.DIST_NEVER
+    assert int(code[0]) == laws.NEVER
     assert mean_duration(code) == math.inf
     for u1, u2 in [(1e-300, 0.5), (0.5, 0.5), (1.0 - 1e-16, 0.1)]:
-        assert rng.continuous_duration(rng.DIST_NEVER, 0.0, 0.0, u1, u2) == math.inf
-        assert rng.discrete_duration(rng.DIST_NEVER, 0.0, 0.0, u1, u2) == rng.MAX_DURATION
+        assert laws.continuous_duration(laws.NEVER, 0.0, 0.0, u1, u2) == math.inf
+        assert laws.discrete_duration(laws.NEVER, 0.0, 0.0, u1, u2) == laws.MAX_DURATION
 
 
 def test_config_accepts_never_and_round_trips(minimal):
@@ -106,12 +107,12 @@ def test_pareto_availability_with_finite_mean_still_accepted(minimal):
 )
 def test_cli_refuses_forbidden_never_exit_2_writes_nothing(tmp_path, monkeypatch, capsys, minimal, override,
                                                            needle):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     def no_simulation(*args, **kwargs):
         raise AssertionError("the simulator must not run on an invalid config")
 
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.engine", types.SimpleNamespace(simulate=no_simulation))
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", types.SimpleNamespace(simulate=no_simulation))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(minimal))
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
@@ -129,46 +130,46 @@ def test_usage_doc_lists_never():
 # stationary start (docs/model.md D2)
 # ---------------------------------------------------------------------------------
 
-EXP = np.array([rng.DIST_EXPONENTIAL, 50.0, 0.0])
-WEIBULL = np.array([rng.DIST_WEIBULL, 1133.1, 0.5764])
-LOGNORMAL = np.array([rng.DIST_LOGNORMAL, math.log(5259.0), 1.5])
-NEVER_LAW = np.array([rng.DIST_NEVER, 0.0, 0.0])
+EXP = np.array([laws.EXPONENTIAL, 50.0, 0.0])
+WEIBULL = np.array([laws.WEIBULL, 1133.1, 0.5764])
+LOGNORMAL = np.array([laws.LOGNORMAL, math.log(5259.0), 1.5])
+NEVER_LAW = np.array([laws.NEVER, 0.0, 0.0])
 
 
-def laws(on, off, n=1000):
+def params_with(on, off, n=1000):
     return types.SimpleNamespace(n_users=n, on_law=on, off_law=off)
 
 
 def test_stationary_start_when_online_never_ends():
-    online, age, next_change = stationary_availability(laws(NEVER_LAW, LOGNORMAL), np.random.default_rng(1))
-    assert online.all() and (age == 0).all() and (next_change == rng.MAX_DURATION).all()
+    online, age, next_change = stationary_availability(params_with(NEVER_LAW, LOGNORMAL), np.random.default_rng(1))
+    assert online.all() and (age == 0).all() and (next_change == laws.MAX_DURATION).all()
 
 
 def test_stationary_start_when_offline_never_ends():
-    online, age, next_change = stationary_availability(laws(EXP, NEVER_LAW), np.random.default_rng(2))
-    assert not online.any() and (age == 0).all() and (next_change == rng.MAX_DURATION).all()
+    online, age, next_change = stationary_availability(params_with(EXP, NEVER_LAW), np.random.default_rng(2))
+    assert not online.any() and (age == 0).all() and (next_change == laws.MAX_DURATION).all()
 
 
 def test_stationary_start_refuses_both_never():
     with pytest.raises(ValueError, match="no stationary state"):
-        stationary_availability(laws(NEVER_LAW, NEVER_LAW), np.random.default_rng(3))
+        stationary_availability(params_with(NEVER_LAW, NEVER_LAW), np.random.default_rng(3))
 
 
 def test_length_biased_never_takes_no_draws():
     g = np.random.default_rng(4)
-    assert np.isposinf(_length_biased(NEVER_LAW, 5, g)).all()
+    assert np.isposinf(laws.length_biased(NEVER_LAW, 5, g)).all()
     assert g.random() == np.random.default_rng(4).random()
 
 
 def test_stationary_start_of_finite_laws_is_unchanged():
     """The draws for finite laws are those of the formula before `never` existed, so
     existing configs keep their trajectories bit for bit."""
-    P = laws(WEIBULL, LOGNORMAL, 5000)
+    P = params_with(WEIBULL, LOGNORMAL, 5000)
     got = stationary_availability(P, np.random.default_rng(5))
     g = np.random.default_rng(5)
     m_on, m_off = mean_duration(WEIBULL), mean_duration(LOGNORMAL)
     online = g.random(P.n_users) < m_on / (m_on + m_off)
-    total = np.where(online, _length_biased(WEIBULL, P.n_users, g), _length_biased(LOGNORMAL, P.n_users, g))
+    total = np.where(online, laws.length_biased(WEIBULL, P.n_users, g), laws.length_biased(LOGNORMAL, P.n_users, g))
     age = g.random(P.n_users) * total
     next_change = np.maximum(np.ceil(total - age) - 1, 0).astype(np.int64)
     for a, b in zip(got, (online, np.floor(age).astype(np.int64), next_change)):

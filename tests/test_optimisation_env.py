@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import gmm_volunteer.optimisation  # noqa: F401  (registers the environment)
-from gmm_volunteer.config import config_from_dict
+from gmm_volunteer.model.config import config_from_dict
 from gmm_volunteer.optimisation import ENV_ID
 from gmm_volunteer.optimisation.env import SchedulingEnv, make_vector_env
 

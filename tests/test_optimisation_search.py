@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gmm_volunteer.cli import main
-from gmm_volunteer.config import config_from_dict
-from gmm_volunteer.engine import Simulation
+from gmm_volunteer.cli.commands import main
+from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.model.engine import Simulation
 from gmm_volunteer.optimisation.search import (
     METHODS,
     minimise,

@@ -1,4 +1,4 @@
-"""Open-queue formulas of gmm_volunteer/theory.py (Erlang C, M/M/c wait, Allen-Cunneen)
+"""Open-queue formulas of gmm_volunteer/model/theory.py (Erlang C, M/M/c wait, Allen-Cunneen)
 against their closed forms (docs/routing.md, queue-aware routing)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gmm_volunteer.theory import allen_cunneen_wait, erlang_c, mmc_wait
+from gmm_volunteer.model.theory import allen_cunneen_wait, erlang_c, mmc_wait
 
 
 def erlang_c_direct(c: int, a: float) -> float:

@@ -37,11 +37,11 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.bundle import write_bundle
-from gmm_volunteer.config import Exponential
-from gmm_volunteer.engine import Simulation
-from gmm_volunteer.synthetic import queueing_bundle
-from gmm_volunteer.theory import discrete_mean, mva_delay_ld, ps_server_rate
+from gmm_volunteer.io.bundle import write_bundle
+from gmm_volunteer.model.config import Exponential
+from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.testing.synthetic import queueing_bundle
+from gmm_volunteer.model.theory import discrete_mean, mva_delay_ld, ps_server_rate
 
 MEAN_WORK = 10.0  # CPU-seconds per job
 THINK = 100.0  # s, mean of the continuous think time

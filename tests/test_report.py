@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer import figures
-from gmm_volunteer.combine import open_combined
-from gmm_volunteer.report import overview_table, render_html
-from gmm_volunteer.sweep import load_grid, run_sweep
+from gmm_volunteer.experiments import figures
+from gmm_volunteer.experiments.combine import open_combined
+from gmm_volunteer.experiments.report import overview_table, render_html
+from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
 from helpers import fake_simulate, write_tiny_grid
 
@@ -70,7 +70,7 @@ def test_figure_data_are_the_means_over_seeds(sweep):
 
 
 def test_report_is_self_contained_html(sweep, tmp_path):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     grid, ds = sweep
     out = tmp_path / "report.html"
@@ -92,8 +92,8 @@ def test_report_is_self_contained_html(sweep, tmp_path):
 
 
 def test_report_over_two_seeds_warns_once_and_gives_units(sweep, tmp_path, capsys):
-    from gmm_volunteer.cli import main
-    from gmm_volunteer.report import paired_table
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.experiments.report import paired_table
 
     grid, ds = sweep
     assert ds.sizes["seed"] == 2
@@ -111,7 +111,7 @@ def test_report_over_two_seeds_warns_once_and_gives_units(sweep, tmp_path, capsy
 
 
 def test_report_cli_on_a_non_sweep_exits_2(tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")]) == 2
     assert not (tmp_path / "r.html").exists()
@@ -126,10 +126,10 @@ def test_report_marks_missing_runs(sweep, tmp_path):
 
 def test_end_to_end_sweep_and_report_with_the_engine(tmp_path):
     """The real engine on a tiny grid (synthetic model bundle): sweep -> combine -> report."""
-    pytest.importorskip("gmm_volunteer.engine")
-    from gmm_volunteer.bundle import write_bundle
-    from gmm_volunteer.cli import main
-    from gmm_volunteer.synthetic import synthetic_bundle
+    pytest.importorskip("gmm_volunteer.model.engine")
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     root = Path(__file__).parent.parent
     write_bundle(synthetic_bundle(), tmp_path / "bundle")
@@ -152,7 +152,7 @@ def test_end_to_end_sweep_and_report_with_the_engine(tmp_path):
 
 def test_paper_findings_table_on_a_grid(sweep):
     """Every finding gets a verdict or says why it cannot be computed; the report shows it."""
-    from gmm_volunteer.findings import FINDINGS, paper_findings
+    from gmm_volunteer.experiments.findings import FINDINGS, paper_findings
 
     _, ds = sweep
     table = paper_findings(ds)
@@ -168,7 +168,7 @@ def test_paper_findings_table_on_a_grid(sweep):
 
 
 def test_paper_findings_refuses_a_dataset_without_the_grid_dims(sweep):
-    from gmm_volunteer.findings import paper_findings
+    from gmm_volunteer.experiments.findings import paper_findings
 
     _, ds = sweep
     with pytest.raises(ValueError, match="grid dimensions"):

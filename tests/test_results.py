@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from gmm_volunteer import results
-from gmm_volunteer.results import (
+from gmm_volunteer.io import results
+from gmm_volunteer.io.results import (
     IncompleteResultError,
     ResultFormatError,
     build_dataset,
@@ -21,8 +21,8 @@ from gmm_volunteer.results import (
     open_result,
     write_result,
 )
-from gmm_volunteer.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES
-from gmm_volunteer.summary import run_metrics, summarize
+from gmm_volunteer.io.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES
+from gmm_volunteer.experiments.summary import run_metrics, summarize
 
 from helpers import TYPE_NAMES, make_record
 
@@ -146,7 +146,7 @@ def test_killed_process_leaves_only_the_tmp_dir(tmp_path):
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from helpers import make_record
-        from gmm_volunteer import results
+        from gmm_volunteer.io import results
         results._mark_complete = lambda target: os._exit(9)
         results.write_result(make_record(seed=1, steps=50), {str(path)!r})
     """)
@@ -264,7 +264,7 @@ def _allocation_rows(text: str) -> tuple[str, dict[str, list[str]]]:
 def test_summary_states_the_allocation_fractions_in_effect(tmp_path, synthetic_model):
     import yaml
 
-    from gmm_volunteer.bundle import load_bundle
+    from gmm_volunteer.io.bundle import load_bundle
 
     fitted = load_bundle(synthetic_model).allocation
     cfg = {"seed": 1, "steps": 40, "model": str(synthetic_model),

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from gmm_volunteer.kernels.arma import arma_next, idw_weights, yeo_johnson_inverse
-from gmm_volunteer.rng import fill_normals, normal
+from gmm_volunteer.model.kernels.arma import arma_next, idw_weights, yeo_johnson_inverse
+from gmm_volunteer.model.rng import fill_normals, normal
 
 
 @njit

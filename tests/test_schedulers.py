@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.engine import Simulation, simulate
-from gmm_volunteer.params import DONE, READY
+from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.model.params import DONE, READY
 from gmm_volunteer.policies import executor_names, make_scheduler, scheduler_names
-from gmm_volunteer.runrecord import EVENTS
+from gmm_volunteer.io.runrecord import EVENTS
 
 BUSY = dict(
     availability={"online": {"dist": "exponential", "mean": 2000.0}, "offline": {"dist": "exponential", "mean": 500.0}},

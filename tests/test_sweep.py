@@ -14,10 +14,10 @@ import pytest
 import xarray as xr
 import yaml
 
-from gmm_volunteer.combine import combine, open_combined
-from gmm_volunteer.results import build_dataset, is_complete, open_result
-from gmm_volunteer.summary import run_metrics
-from gmm_volunteer.sweep import GridError, load_grid, run_name, run_sweep
+from gmm_volunteer.experiments.combine import combine, open_combined
+from gmm_volunteer.io.results import build_dataset, is_complete, open_result
+from gmm_volunteer.experiments.summary import run_metrics
+from gmm_volunteer.experiments.sweep import GridError, load_grid, run_name, run_sweep
 
 from helpers import failing_simulate, fake_simulate, write_tiny_grid
 
@@ -77,8 +77,8 @@ def test_bad_grid_is_refused_naming_file_and_key(tmp_path, edit, message):
 
 
 def test_shipped_grids_are_valid(tmp_path):
-    from gmm_volunteer.bundle import write_bundle
-    from gmm_volunteer.synthetic import synthetic_bundle
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     from helpers import ensure_schedulers
 
@@ -168,7 +168,7 @@ def test_failed_run_is_reported_and_others_finish(tmp_path, dask_cluster, monkey
     partial = combine(grid.output).load()
     assert partial["requests"].sel(scheduler="affinity").isnull().all()
     assert partial["requests"].sel(scheduler="uniform").notnull().all()
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     assert main(["combine", str(grid.output)]) == 0  # a partial combined store on request
     stored = open_combined(grid.output)
@@ -218,8 +218,8 @@ def test_resume_after_the_sweep_process_was_killed(tmp_path):
         sys.path.insert(0, {TESTS_DIR!r})
         from helpers import ensure_schedulers, fake_simulate
         ensure_schedulers()
-        from gmm_volunteer import results
-        from gmm_volunteer.sweep import load_grid, run_sweep
+        from gmm_volunteer.io import results
+        from gmm_volunteer.experiments.sweep import load_grid, run_sweep
         written = []
         real = results._mark_complete
         def mark(target):
@@ -249,7 +249,7 @@ def test_resume_after_the_sweep_process_was_killed(tmp_path):
 
 
 def test_sweep_cli_bad_grid_exits_2(tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     path = write_tiny_grid(tmp_path)
     spec = yaml.safe_load(path.read_text())
@@ -261,7 +261,7 @@ def test_sweep_cli_bad_grid_exits_2(tmp_path, capsys):
 
 
 def test_sweep_cli_dry_run_lists_runs_and_writes_nothing(tmp_path, capsys):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     path = write_tiny_grid(tmp_path, grid=SMALL, seeds=1)
     assert main(["sweep", str(path), "--dry-run"]) == 0
@@ -271,7 +271,7 @@ def test_sweep_cli_dry_run_lists_runs_and_writes_nothing(tmp_path, capsys):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path):
-    from gmm_volunteer.sweep import SchedulerUnreachable
+    from gmm_volunteer.experiments.sweep import SchedulerUnreachable
 
     pytest.importorskip("distributed")
     grid = load_grid(write_tiny_grid(tmp_path, grid={"users.count": [100]}, seeds=1))

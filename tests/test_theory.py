@@ -1,4 +1,4 @@
-"""Exact queueing results (gmm_volunteer/theory.py) against independent computations.
+"""Exact queueing results (gmm_volunteer/model/theory.py) against independent computations.
 
 MVA is compared with the birth-death chain of the number of jobs at the server, with
 closed forms (one user, the machine-repairman server, a server that never saturates) and
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from numba import njit
 
-from gmm_volunteer.config import Exponential, LogNormal, Never, Pareto, Weibull
-from gmm_volunteer.kernels.people import keyed_duration
-from gmm_volunteer.params import dist_law
-from gmm_volunteer.theory import birth_death_marginal, discrete_mean, mva_delay_ld, ps_server_rate
+from gmm_volunteer.model.config import Exponential, LogNormal, Never, Pareto, Weibull
+from gmm_volunteer.model.kernels.people import keyed_duration
+from gmm_volunteer.model.params import dist_law
+from gmm_volunteer.model.theory import birth_death_marginal, discrete_mean, mva_delay_ld, ps_server_rate
 
 # (N users, think mean Z, capacity C, demand d, mean work w)
 CASES = [

@@ -11,14 +11,14 @@ import pytest
 
 from gmm_volunteer.policies import queue_aware as qa
 from gmm_volunteer.policies.queue_aware import QueueAwareOptions, pick_tier, tier_estimate
-from gmm_volunteer.theory import allen_cunneen_wait
+from gmm_volunteer.model.theory import allen_cunneen_wait
 from test_monitor import make_R
 
 
 @pytest.fixture(scope="module")
 def sim(synthetic_model):
-    from gmm_volunteer.config import config_from_dict
-    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.model.engine import Simulation
 
     cfg = config_from_dict({"steps": 20, "seed": 5, "model": str(synthetic_model),
                             "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
@@ -74,8 +74,8 @@ def test_exploration_rate(sim):
 
 
 def test_decision_log_records_predictions_and_realized(synthetic_model):
-    from gmm_volunteer.config import config_from_dict
-    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.model.engine import Simulation
     from gmm_volunteer.policies.routing import DECISION_FIELDS
 
     cfg = config_from_dict({"steps": 150, "seed": 4, "model": str(synthetic_model),

@@ -28,12 +28,12 @@ import pytest
 from numba import njit
 
 from engine_support import make_config
-from gmm_volunteer.bundle import validate_bundle, write_bundle
-from gmm_volunteer.config import config_from_dict
-from gmm_volunteer.engine import Simulation
-from gmm_volunteer.kernels.ops import work_factor
-from gmm_volunteer.params import CPU, EXECUTION, MAX_BATCH_TABLE, WORK_EXPONENTIAL, WORK_LOGNORMAL, build_params
-from gmm_volunteer.synthetic import queueing_bundle, synthetic_bundle
+from gmm_volunteer.io.bundle import validate_bundle, write_bundle
+from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.model.kernels.ops import work_factor
+from gmm_volunteer.model.params import CPU, EXECUTION, MAX_BATCH_TABLE, WORK_EXPONENTIAL, WORK_LOGNORMAL, build_params
+from gmm_volunteer.testing.synthetic import queueing_bundle, synthetic_bundle
 
 LONG = {"dist": "exponential", "mean": 1.0e9}  # a state that does not end within a test run
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import assign, free_memory, marginal_memory, pending_requests_fifo
+from gmm_volunteer.model.actions import assign, free_memory, marginal_memory, pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 

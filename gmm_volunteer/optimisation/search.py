@@ -29,11 +29,11 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import stats
 
-from gmm_volunteer import feedback
-from gmm_volunteer.bundle import load_bundle
-from gmm_volunteer.config import RunConfig, config_from_dict
-from gmm_volunteer.engine import Simulation
-from gmm_volunteer.kernels.ops import OUT_COMPLETED
+from gmm_volunteer.cli import feedback
+from gmm_volunteer.io.bundle import load_bundle
+from gmm_volunteer.model.config import RunConfig, config_from_dict
+from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.model.kernels.ops import OUT_COMPLETED
 from gmm_volunteer.optimisation.problem import latency_total
 from gmm_volunteer.policies.weighted import WEIGHTS
 

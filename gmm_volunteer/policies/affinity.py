@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import (
+from gmm_volunteer.model.actions import (
     assign,
     free_memory,
     marginal_memory,
@@ -14,7 +14,7 @@ from gmm_volunteer.actions import (
 )
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import candidate, schedule_downloads
-from gmm_volunteer.rng import STREAM_SCHEDULER, permutation, randint, uniform
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, permutation, randint, uniform
 
 
 class AffinityOptions(BaseModel):

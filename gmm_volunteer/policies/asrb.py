@@ -19,7 +19,7 @@ import math
 from numba import njit
 from pydantic import Field
 
-from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import (
@@ -37,7 +37,7 @@ from gmm_volunteer.policies.monitor import (
     refresh_metrics,
 )
 from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
-from gmm_volunteer.rng import STREAM_SCHEDULER, randint
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 
 class AsrbOptions(MonitorOptions):

@@ -14,7 +14,7 @@ order, and calls the hooks in between, so a policy cannot forget one:
 
 Hooks are ``@njit`` functions ``hook(S, P, t, args)`` on the state and parameter
 structs; ``args`` is the tuple of the option values in the order the ``Options`` model
-declares them (`Policy.kernel_args`). Hooks act through `gmm_volunteer.actions`, which
+declares them (`Policy.kernel_args`). Hooks act through `gmm_volunteer.model.actions`, which
 keep every index of the state consistent, and draw random numbers from the state's
 streams (``rng.uniform(S.rng, rng.STREAM_SCHEDULER)``), never from a global generator.
 
@@ -31,7 +31,7 @@ from numba import njit
 from numba.core.registry import CPUDispatcher
 from pydantic import BaseModel, ConfigDict
 
-from gmm_volunteer.actions import cancel_obsolete, finish_ready_requests
+from gmm_volunteer.model.actions import cancel_obsolete, finish_ready_requests
 
 
 class Policy(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from gmm_volunteer.actions import (
+from gmm_volunteer.model.actions import (
     assign,
     free_memory,
     marginal_memory,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.rng import STREAM_SCHEDULER, randint
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
-from gmm_volunteer.actions import free_memory, free_storage, marginal_memory, start_download
-from gmm_volunteer.params import EMPTY
+from gmm_volunteer.model.actions import free_memory, free_storage, marginal_memory, start_download
+from gmm_volunteer.model.params import EMPTY
 
 
 @njit(cache=True)

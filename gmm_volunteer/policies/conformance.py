@@ -1,7 +1,7 @@
 """Conformance checker for policies, in the manner of Gymnasium's env checker.
 
 `check_policy(kind, name)` runs a policy on a few small, randomised configs of the
-synthetic model (gmm_volunteer.synthetic) and checks what every policy of its kind owes
+synthetic model (gmm_volunteer.testing.synthetic) and checks what every policy of its kind owes
 the simulator (paper 2.3; DESIGN.md sections 6-7):
 
 * structure: a `Scheduler`/`Executor` subclass with jitted hooks and a strict options
@@ -49,7 +49,7 @@ class ConformanceError(AssertionError):
 
 def _configs(model: Path, kind: str, name: str, options: dict, steps: int):
     """Small configs that exercise the duties: churn, impatient users, tight memory."""
-    from gmm_volunteer.config import config_from_dict
+    from gmm_volunteer.model.config import config_from_dict
 
     policy = {kind: name, f"{kind}_options": options}
     for seed, users, user_cap, server in ((1, 25, 1.0, 2.0), (2, 12, 0.3, 0.5)):
@@ -87,8 +87,8 @@ def _check_structure(kind: str, cls: Any, options: dict) -> list[str]:
 def _check_control(cls, options: dict, cfg, record) -> list[str]:
     """The control plane's promises, read back from a run's record."""
     if not getattr(cls, "scales", False):
-        from gmm_volunteer.params import build_params
-        from gmm_volunteer.bundle import load_bundle
+        from gmm_volunteer.model.params import build_params
+        from gmm_volunteer.io.bundle import load_bundle
 
         fixed = build_params(cfg, load_bundle(cfg.model)).amax[0].astype(np.float32)
         ok = np.array_equal(record.dedicated_capacity, np.broadcast_to(fixed, record.dedicated_capacity.shape))
@@ -130,7 +130,7 @@ def _records_equal(a, b) -> list[str]:
 
 
 def _run_checked(cfg) -> None:
-    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.model.engine import Simulation
     from gmm_volunteer.testing import invariants as inv
 
     sim = Simulation(cfg)
@@ -151,7 +151,7 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
                  model: str | Path | None = None) -> list[str]:
     """Check the policy a config would name `name` (built-in name, ``module:Class`` or
     entry point); returns the checks passed, raises `ConformanceError` otherwise."""
-    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.model.engine import Simulation
 
     if kind not in ("scheduler", "executor", "autoscaler"):
         raise ValueError(f"kind must be 'scheduler', 'executor' or 'autoscaler', not {kind!r}")
@@ -163,8 +163,8 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     done = ["structure", "options round-trip", "unknown option refused"]
     with tempfile.TemporaryDirectory() as tmp:
         if model is None:
-            from gmm_volunteer.bundle import write_bundle
-            from gmm_volunteer.synthetic import synthetic_bundle
+            from gmm_volunteer.io.bundle import write_bundle
+            from gmm_volunteer.testing.synthetic import synthetic_bundle
 
             model = Path(tmp) / "bundle"
             write_bundle(synthetic_bundle(), model)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from gmm_volunteer.actions import (
+from gmm_volunteer.model.actions import (
     EV_ABORT,
     abort_batch,
     download_abort,
@@ -22,7 +22,7 @@ from gmm_volunteer.actions import (
     pause_download,
     resume_download,
 )
-from gmm_volunteer.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, N_CRES, PAUSED, READY, STORAGE, UPLOAD
+from gmm_volunteer.model.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, N_CRES, PAUSED, READY, STORAGE, UPLOAD
 from gmm_volunteer.policies.base import Executor
 
 

@@ -36,8 +36,8 @@ import numpy as np
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.params import CPU, MEMORY
-from gmm_volunteer.runrecord import MONITOR_OPS
+from gmm_volunteer.model.params import CPU, MEMORY
+from gmm_volunteer.model.constants import MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ  # noqa: F401
 
 # per-node floats R.mf
 F_LAT, F_CPU, F_MEM, F_SCORE = range(4)
@@ -53,8 +53,6 @@ NC = 10
 G_LAST_POLL = 0
 NG = 2
 # operations of the cost series R.mser[t, op, (calls, bytes)]
-OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE = range(3)
-assert MONITOR_OPS == ("metric_read", "latency_probe", "label_update")
 # node labels (seed 000 section 3.2)
 FIT, UNFIT, OVERLOADED = range(3)
 LABELS = ("fit", "unfit", "overloaded")

@@ -11,7 +11,7 @@ import math
 from numba import njit
 from pydantic import Field
 
-from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import C_LAT_CAP, F_CPU, F_LAT, MonitorOptions, poll_all, refresh_latency

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 from pydantic import Field
 
-from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import (
@@ -26,7 +26,7 @@ from gmm_volunteer.policies.monitor import (
     refresh_latency,
 )
 from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
-from gmm_volunteer.rng import STREAM_SCHEDULER, randint
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 
 class QEdgeProxyOptions(MonitorOptions):

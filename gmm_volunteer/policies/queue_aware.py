@@ -37,8 +37,8 @@ import numpy as np
 from numba import njit
 from pydantic import Field
 
-from gmm_volunteer.actions import pending_requests_fifo
-from gmm_volunteer.params import CPU
+from gmm_volunteer.model.actions import pending_requests_fifo
+from gmm_volunteer.model.params import CPU
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import C_CALL_BYTES, C_NODE_BYTES, OP_METRIC_READ, MonitorOptions, charge
@@ -58,8 +58,8 @@ from gmm_volunteer.policies.routing import (
     option_index,
     route_assign,
 )
-from gmm_volunteer.rng import STREAM_SCHEDULER, randint, uniform
-from gmm_volunteer.theory import allen_cunneen_wait
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint, uniform
+from gmm_volunteer.model.theory import allen_cunneen_wait
 
 LOCAL, EDGE, CLOUD = range(3)
 TIERS = ("local", "edge", "cloud")

@@ -124,7 +124,7 @@ def resolve(kind: str, name: str) -> Any:
         elif ":" in name:
             found = name
     if found is None:
-        from gmm_volunteer.suggest import did_you_mean
+        from gmm_volunteer.model.suggest import did_you_mean
 
         raise UnknownPolicyError(
             f"unknown {kind} {name!r}{did_you_mean(name, names(kind))} "

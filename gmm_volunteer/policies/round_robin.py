@@ -7,7 +7,7 @@ from __future__ import annotations
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import pending_requests_fifo
+from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign

@@ -26,8 +26,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.actions import assign, free_memory, marginal_memory
-from gmm_volunteer.params import DONE
+from gmm_volunteer.model.actions import assign, free_memory, marginal_memory
+from gmm_volunteer.model.params import DONE
 from gmm_volunteer.policies.base import Scheduler
 from gmm_volunteer.policies.monitor import (
     I_NFAIL,
@@ -37,7 +37,7 @@ from gmm_volunteer.policies.monitor import (
     monitor_config,
     new_monitor_arrays,
 )
-from gmm_volunteer.runrecord import MONITOR_OPS
+from gmm_volunteer.model.constants import MONITOR_OPS
 
 RouteState = namedtuple(
     "RouteState",

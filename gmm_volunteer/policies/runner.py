@@ -37,8 +37,8 @@ _TEMPLATE = '''\
 
 from numba import njit
 
-from gmm_volunteer.actions import cancel_obsolete, finish_ready_requests
-from gmm_volunteer.kernels.step import dynamics_step, needs_growth
+from gmm_volunteer.model.actions import cancel_obsolete, finish_ready_requests
+from gmm_volunteer.model.kernels.step import dynamics_step, needs_growth
 {imports}
 
 @njit(cache={cache})

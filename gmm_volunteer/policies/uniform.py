@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import assign, pending_requests_fifo
+from gmm_volunteer.model.actions import assign, pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import pick_uniform_feasible, schedule_downloads
 

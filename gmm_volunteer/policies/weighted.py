@@ -32,11 +32,11 @@ import numpy as np
 from numba import njit
 from pydantic import BaseModel, Field
 
-from gmm_volunteer.actions import assign, free_memory, marginal_memory, pending_requests_fifo
-from gmm_volunteer.params import MEMORY
+from gmm_volunteer.model.actions import assign, free_memory, marginal_memory, pending_requests_fifo
+from gmm_volunteer.model.params import MEMORY
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import candidate, schedule_downloads
-from gmm_volunteer.rng import STREAM_SCHEDULER, uniform
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, uniform
 
 WEIGHTS = ("server_weight", "batch_weight", "memory_weight", "wait_weight")
 """The tunable parameters, in the order of the environment's action and the search."""

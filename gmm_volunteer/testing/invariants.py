@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gmm_volunteer.params import DONE, EMPTY, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
+from gmm_volunteer.model.params import DONE, EMPTY, IDLE, LOADING, MEMORY, PAUSED, READY, STORAGE
 
 
 def check_structure(sim: Simulation) -> None:

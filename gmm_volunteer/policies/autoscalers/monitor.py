@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gmm_volunteer.params import N_RES
+from gmm_volunteer.model.params import N_RES
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 

@@ -19,13 +19,13 @@ from pydantic import Field, field_validator
 
 from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
 from gmm_volunteer.policies.autoscalers.monitor import QUANTILES
-from gmm_volunteer.runrecord import RESOURCES
+from gmm_volunteer.model.constants import RESOURCES
 
 
 class ReactiveOptions(AutoscalerOptions):
     metric: Literal["latency", "utilization"] = "latency"
     percentile: float = 0.95  # which latency quantile (one the monitor computes)
-    resource: Literal["band_in", "band_out", "cpu", "memory", "storage"] = "cpu"
+    resource: Literal[RESOURCES] = "cpu"
     target: float = Field(20.0, gt=0)  # s for latency, a fraction for utilization
     tolerance: float = Field(0.1, ge=0)  # HPA's default
 

@@ -1,0 +1,296 @@
+"""The `gmmv` command line (docs/usage.md).
+
+Core subcommands live here (`run`, `summarize`); other packages add theirs through an
+``add_subcommands(subparsers)`` function (see `EXTENSIONS`). A subcommand parser sets
+``func=handler`` with ``handler(args) -> int``; `main` maps errors to exit codes:
+
+    0 success, 1 unexpected failure, 2 usage / config / input error, 130 interrupted,
+    141 output pipe closed by the reader.
+
+Heavy modules (the engine, numba, xarray, zarr) are imported inside the handlers so
+that ``gmmv --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from gmm_volunteer import __version__
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
+
+# Modules that contribute subcommands when they are present.
+EXTENSIONS = ("gmm_volunteer.cli.experiments", "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli")
+
+
+def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:
+    """``--quiet`` and ``-v/--verbose``, with the same meaning on every command
+    (`gmm_volunteer.cli.feedback`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help=f"{quiet_help}; results, warnings and errors only")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="more detail on stderr (timings, what is being done)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that suggests a close name for an invalid choice (``gmmv rn`` -> did you
+    mean 'run'?); Python 3.11's argparse lists the choices only."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            from gmm_volunteer.model.suggest import did_you_mean
+
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} "
+                        f"(choose from {choices})")
+        super()._check_value(action, value)
+
+
+class CommandError(Exception):
+    """An error a handler reports to the user as one message and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------------------------
+# gmmv run
+# ---------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from gmm_volunteer.model.config import ConfigError, load_config
+
+    from gmm_volunteer.model.preflight import check_run
+
+    try:
+        cfg = load_config(args.config, args.set or ())
+        check_run(cfg, str(args.config))  # the bundle, and whether the run fits in memory
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+    from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
+
+    out = Path(args.output) if args.output else cfg.output_path(args.config)
+    # Checked before simulating so that a long run is not wasted. Only a store this
+    # program wrote is ever replaced, and only with --force.
+    try:
+        out = check_output_path(out, force=args.force)
+        notes = clean_stale(out)  # may put back a store whose replacement was killed
+        for note in notes:
+            print(f"gmmv run: note: {note}", file=sys.stderr)
+        if notes:
+            check_output_path(out, force=args.force)
+    except OutputPathError as exc:
+        raise CommandError(str(exc)) from None
+    cfg.output.path = str(out)
+
+    from gmm_volunteer.cli import feedback
+
+    feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "
+                    f"executor {cfg.executor}, seed {cfg.seed}, model {cfg.model} -> {out}")
+    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.io.results import write_result
+
+    feedback.announce_compile()
+    record = simulate(cfg, progress=not args.quiet)
+    feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s")
+    write_result(record, out, overwrite=args.force)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------
+# gmmv summarize
+# ---------------------------------------------------------------------------------
+
+
+def _cmd_summarize(args: argparse.Namespace) -> int:
+    from gmm_volunteer.io.results import IncompleteResultError, open_result
+    from gmm_volunteer.experiments.summary import summarize
+
+    path = Path(args.result)
+    if (path / "sweep.json").is_file():
+        raise CommandError(
+            f"{path} is a sweep output directory, not the store of one run: open it with "
+            f"`gmmv report {path}` (an HTML report) or, from Python, "
+            f"gmm_volunteer.experiments.combine.open_combined({str(path)!r}); `gmmv summarize` takes one "
+            f"run's store, e.g. one of {path}/runs/*.zarr")
+    try:
+        ds = open_result(path)
+    except (FileNotFoundError, IncompleteResultError) as exc:
+        raise CommandError(str(exc)) from None
+    print(summarize(ds))
+    if args.verbose and ds.attrs.get("config"):
+        print("\nconfig of this run:\n" + str(ds.attrs["config"]).rstrip())
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------
+# Parser and entry point
+# ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gmmv",
+        description=(
+            "Simulate the generative Markov model of user-assisted collaborative "
+            "AI inference (volunteer user devices plus a dedicated server)."
+        ),
+        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 usage/config/input error, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"gmmv {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = subparsers.add_parser(
+        "run",
+        help="simulate one trajectory from a YAML run config",
+        description="Simulate one trajectory and write it as a result store (zarr).",
+    )
+    p.add_argument("config", metavar="CONFIG", help="YAML run config (see docs/usage.md)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override a config key, e.g. --set users.count=5000 (value parsed as YAML; repeatable)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="result store path (default: output.path, else results/<config stem>.zarr)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing result store")
+    add_output_flags(p, "no progress bar or compile notice")
+    p.set_defaults(func=_cmd_run)
+
+    p = subparsers.add_parser(
+        "summarize",
+        help="print a summary of a result store",
+        description="Print request outcomes, latencies and resource use of one run.",
+    )
+    p.add_argument("result", metavar="RESULT", help="result store written by `gmmv run`")
+    add_output_flags(p)
+    p.set_defaults(func=_cmd_summarize)
+
+    for name in EXTENSIONS:
+        module = _import_extension(name)
+        if module is not None:
+            module.add_subcommands(subparsers)
+    return parser
+
+
+def _import_extension(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        # Only the absence of the extension module itself is tolerated; a broken
+        # import inside it must surface.
+        if exc.name is not None and (exc.name == name or name.startswith(exc.name + ".")):
+            return None
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `gmmv` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from gmm_volunteer.cli import feedback
+
+    feedback.set_verbosity(feedback.level_of(args))
+    try:
+        with _warnings_as_messages(parser, args):
+            return int(args.func(args) or EXIT_OK)
+    except CommandError as exc:
+        _error(parser, args, str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        _error(parser, args, "interrupted; no result store was written")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`gmmv summarize ... | head`): not a failure of ours.
+        # Point stdout at devnull so that the interpreter's final flush stays quiet.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if isinstance(exc, _input_errors()):
+            _error(parser, args, str(exc))
+            return EXIT_USAGE
+        traceback.print_exc()
+        _error(parser, args, f"unexpected failure: {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def _warnings_as_messages(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """Print a `FewSeedsWarning` once per command as ``gmmv COMMAND: warning: ...``
+    (not as Python's file:line warning); other warnings are left as they are."""
+    import warnings
+
+    from gmm_volunteer.experiments.intervals import FewSeedsWarning
+
+    prefix = f"{parser.prog} {args.command}" if getattr(args, "command", None) else parser.prog
+    shown: set[str] = set()
+    with warnings.catch_warnings():
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, FewSeedsWarning):
+                return original(message, category, filename, lineno, file, line)
+            if str(message) not in shown:
+                shown.add(str(message))
+                print(f"{prefix}: warning: {message}", file=sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        # every occurrence reaches `show`, which keeps one per command (Python's "once"
+        # registry would outlive the command in a process that runs several)
+        warnings.simplefilter("always", FewSeedsWarning)
+        yield
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Exception types that mean bad input (exit 2), wherever they are raised."""
+    from gmm_volunteer.model.config import ConfigError
+
+    types: list[type[Exception]] = [ConfigError]
+    try:
+        from gmm_volunteer.io.bundle import BundleError
+    except ImportError:
+        pass
+    else:
+        types.append(BundleError)
+    return tuple(types)
+
+
+def _error(parser: argparse.ArgumentParser, args: argparse.Namespace, message: str) -> None:
+    prefix = f"{parser.prog} {args.command}" if getattr(args, "command", None) else parser.prog
+    for line in message.splitlines() or [""]:
+        print(f"{prefix}: error: {line}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    # `python -m gmm_volunteer.cli` runs this file as `__main__`; the extensions raise
+    # `gmm_volunteer.cli.CommandError`, so run the package module's `main`, whose
+    # handlers catch that class (a `__main__.CommandError` is another class).
+    from gmm_volunteer.cli.commands import main as _main
+
+    sys.exit(_main())

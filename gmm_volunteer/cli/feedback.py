@@ -1,0 +1,100 @@
+"""What the commands tell the user while they work (docs/usage.md, "Output").
+
+Every `gmmv` command takes ``--quiet`` and ``-v/--verbose`` with one meaning:
+
+* default: results on stdout; progress (bars, "fitting ..." lines) and notes on stderr;
+* ``--quiet``: no progress and no notes; results, warnings and errors only;
+* ``-v``: progress plus details (timings, the runs of a sweep, the config of a run).
+
+`set_verbosity` is called once per command by `gmm_volunteer.cli.main`; `info` and
+`detail` print to stderr at the level they belong to. `announce_compile` prints the
+one-line notice that the simulation kernels are about to be compiled, when numba's
+on-disk cache does not hold them yet (a first run on a machine takes 1-2 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+_level = NORMAL
+_announced = False
+
+COMPILE_NOTICE = ("compiling simulation kernels (first run on this machine only, "
+                  "about 1-2 minutes)")
+
+
+def set_verbosity(level: int) -> None:
+    global _level
+    _level = int(level)
+
+
+def verbosity() -> int:
+    return _level
+
+
+def level_of(args) -> int:
+    """The level an argparse namespace asks for (``quiet`` / ``verbose`` flags)."""
+    if getattr(args, "quiet", False):
+        return QUIET
+    return VERBOSE if getattr(args, "verbose", False) else NORMAL
+
+
+def info(message: str) -> None:
+    """Progress or a note: shown unless --quiet."""
+    if _level >= NORMAL:
+        print(message, file=sys.stderr, flush=True)
+
+
+def detail(message: str) -> None:
+    """Shown with -v only."""
+    if _level >= VERBOSE:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _dispatchers():
+    from gmm_volunteer.model.kernels import step
+
+    return (step.dynamics_step, step.needs_growth)
+
+
+def kernels_cached(dispatchers=None) -> bool:
+    """Whether numba's on-disk cache holds compiled code for the simulation kernels.
+
+    Cheap: reads the cache index files (next to the kernel modules in ``__pycache__``,
+    or under NUMBA_CACHE_DIR, wherever numba itself looks); an index whose source stamp
+    no longer matches the module counts as missing. Compiles nothing. When the cache's
+    layout cannot be read, the answer is True (better no notice than a wrong one)."""
+    try:
+        dispatchers = _dispatchers() if dispatchers is None else dispatchers
+    except Exception:
+        return True
+    for d in dispatchers:
+        cache = getattr(d, "_cache", None)
+        cache_file = getattr(cache, "_cache_file", None)
+        index = getattr(cache_file, "_index_path", None)
+        if index is None:
+            return True  # not a cached dispatcher, or another numba layout
+        if not os.path.isfile(index):
+            return False
+        try:
+            if not cache_file._load_index():
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def announce_compile(dispatchers=None) -> bool:
+    """Print the compile notice once per process if the kernels are not cached (and
+    not --quiet); return whether it was printed."""
+    global _announced
+    if _announced or _level < NORMAL:
+        return False
+    if kernels_cached(dispatchers):
+        detail("simulation kernels: compiled code found in the cache")
+        return False
+    _announced = True
+    info(COMPILE_NOTICE)
+    return True

@@ -1,0 +1,164 @@
+"""A self-contained HTML report of a sweep: figures 2-5 as embedded PNGs, and tables.
+
+The page has no external references (images are base64 data URIs, styles inline), so
+it opens from disk in any browser and can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from gmm_volunteer.experiments import analysis, figures, findings
+from gmm_volunteer.experiments.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
+th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+.warn { background: #fff3cd; border: 1px solid #e0c060; padding: 0.6em; }
+img { max-width: 100%; } .meta { color: #555; font-size: 0.9em; }
+"""
+
+
+def overview_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per grid point: means over seeds of the headline quantities."""
+    counts = analysis.request_counts(ds)
+    p99 = analysis.latency_quantile(ds, 0.99, all_types=True)
+    p99_types = analysis.p99_across_types(ds)
+    sc = analysis.server_consumption(ds)["mean"]
+    rate = analysis.subtask_completion_rate(ds)
+    cols = {
+        "completed": counts.sel(outcome="completed", drop=True),
+        "abandoned": counts.sel(outcome="abandoned", drop=True),
+        "dropped": counts.sel(outcome="dropped", drop=True),
+        "P99 all types (s)": p99,
+        "P99 min type (s)": p99_types["min"],
+        "P99 max type (s)": p99_types["max"],
+        "server CPU (%)": sc.sel(resource="cpu", drop=True),
+        "server memory (MB)": sc.sel(resource="memory", drop=True),
+        "completion rate server": rate.sel(node_class="server", drop=True),
+        "completion rate user": rate.sel(node_class="user", drop=True),
+    }
+    mean = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
+                       for k, v in cols.items()}).compute()
+    df = mean.to_dataframe()
+    keep = [c for c in cols if c in df.columns]
+    df = df[keep]
+    if "seed" in ds.dims:
+        df.insert(0, "seeds", int(ds.sizes["seed"]))
+    return df
+
+
+def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralized",
+                 confidence: float = 0.95) -> pd.DataFrame | None:
+    """Each scheduler minus `reference` on the same seeds, with bootstrap intervals."""
+    if "scheduler" not in ds.dims or "seed" not in ds.dims or ds.sizes["seed"] < 2:
+        return None
+    schedulers = [str(s) for s in ds["scheduler"].values]
+    if reference not in schedulers:
+        reference = schedulers[0]
+    frames = []
+    for other in schedulers:
+        if other == reference:
+            continue
+        res = analysis.paired_difference(ds, what, "scheduler", other, reference,
+                                         confidence=confidence, n_resamples=2000)
+        df = res[["mean", "low", "high", "n_seeds"]].to_dataframe()
+        unit = res["mean"].attrs.get("units")
+        if unit and unit != "1":  # every column with a unit says it
+            df = df.rename(columns={c: f"{c} ({unit})" for c in ("mean", "low", "high")})
+        df = df.rename(columns={"n_seeds": "seeds"})
+        df.insert(0, "comparison", f"{other} - {reference}")
+        frames.append(df)
+    if not frames:
+        return None
+    return pd.concat(frames)
+
+
+def _img(fig, alt: str = "figure") -> str:
+    data = base64.b64encode(figures.png_bytes(fig)).decode("ascii")
+    return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{data}">'
+
+
+def _table_html(df: pd.DataFrame) -> str:
+    return df.to_html(float_format=lambda v: f"{v:,.2f}", na_rep="-", border=0, escape=True)
+
+
+def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> str:
+    """The whole report page as one HTML string."""
+    ds = figures.prepare(ds)
+    a = ds.attrs
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    meta = [
+        f"grid file: {a.get('sweep_grid_file', '?')}",
+        f"base config: {a.get('sweep_base_config', '?')}",
+        f"runs complete: {a.get('runs_complete', '?')} of {a.get('runs_total', '?')}",
+        f"steps per run: {a.get('steps', '?')}",
+        f"model bundle: {a.get('model_bundle', '?')}",
+        f"gmmv version: {a.get('gmmv_version', '?')}",
+        f"generated: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+    ]
+    if a.get("sweep_description"):
+        meta.insert(0, str(a["sweep_description"]))
+    parts.append('<p class="meta">' + "<br>".join(html.escape(str(m)) for m in meta) + "</p>")
+    if a.get("model_provisional"):
+        parts.append('<p class="warn">Provisional model bundle (not fitted from traces): the '
+                     "numbers illustrate the model, not a measured system.</p>")
+    if "run_complete" in ds and not bool(np.asarray(ds["run_complete"].values).all()):
+        parts.append('<p class="warn">Some runs are missing; their cells are averaged over the '
+                     "seeds that are present (or shown as '-').</p>")
+    parts.append("<p>Latency quantiles are over completed requests. Values are means over seeds; "
+                 "'cancelled' in figure 2 means abandoned (patience ran out), dropped requests "
+                 "(user went offline) are dotted.</p>")
+    captions = {
+        "fig2_requests": "Figure 2: completed vs cancelled requests",
+        "fig3_latency": "Figure 3: P99 latency, mean over request types, band = range over types",
+        "fig4_server": "Figure 4: server CPU and memory consumption, mean +- sd over steps",
+        "fig5_subtasks": "Figure 5: subtask completion rates on server and user nodes",
+    }
+    for name, make in figures.FIGURES.items():
+        parts.append(f"<h2>{html.escape(captions[name])}</h2>")
+        parts.append(_img(make(ds), captions[name]))
+    parts.append("<h2>Overview (means over seeds)</h2>")
+    parts.append(_table_html(overview_table(ds)))
+    paired = paired_table(ds)
+    if paired is not None:
+        parts.append("<h2>Paired P99 differences (same seeds), 95% bootstrap intervals</h2>")
+        parts.append("<p>Negative = lower P99 than the reference scheduler. "
+                     "Percentile bootstrap over seeds of the mean per-seed difference.</p>")
+        n_seeds = int(ds.sizes["seed"])
+        if n_seeds < MIN_SEEDS:
+            parts.append(f'<p class="warn">Intervals over only {n_seeds} seeds: '
+                         f"{html.escape(BOOTSTRAP_TWO_SEEDS)}. Run {MIN_SEEDS} or more seeds.</p>")
+        parts.append(_table_html(paired))
+    if findings.has_grid_dims(ds):
+        parts.append("<h2>The paper's section 3.2 findings on this grid</h2>")
+        parts.append("<p>Each rule was fixed before the numbers were seen; 'does not hold' is a "
+                     "result, discussed in docs/validation.md, not a defect to tune away.</p>")
+        parts.append(findings.paper_findings(ds).to_html(border=0, escape=True))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(ds: xr.Dataset, path, title: str = "gmm-volunteer sweep report") -> Path:
+    path = Path(path)
+    text = render_html(ds, title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path

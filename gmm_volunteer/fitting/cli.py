@@ -1,0 +1,108 @@
+"""`gmmv fit` (and `gmmv collect`, delegated to `gmm_volunteer.fitting.collect.cli`).
+
+`add_subcommands(subparsers)` is called by the `gmmv` CLI; each parser sets
+`func(args) -> int` (the exit code). Heavy libraries are imported only when a command
+runs. Exit codes of `fit`: 0 written, 2 unusable traces (the message names the file and
+column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_BAD_TRACES = 2
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
+    from gmm_volunteer.fitting.fit import fit_bundle
+    from gmm_volunteer.fitting.hazard import DEGREES
+    from gmm_volunteer.fitting.traces import TraceError
+    from gmm_volunteer.io.bundle import BundleError, check_bundle_destination
+
+    try:
+        check_bundle_destination(args.output)  # before minutes of fitting
+    except BundleError as err:
+        print(f"gmmv fit: {err}", file=sys.stderr)
+        return EXIT_BAD_TRACES
+    from gmm_volunteer.cli import feedback
+
+    log = _stage_logger(feedback)
+    try:
+        out = fit_bundle(
+            args.traces,
+            args.output,
+            candidates=QUICK_GRID if args.quick else FULL_GRID,
+            degrees=DEGREES,
+            report=not args.no_report,
+            log=log,
+        )
+        log(None)
+    except TraceError as err:
+        print(f"gmmv fit: {err}", file=sys.stderr)
+        return EXIT_BAD_TRACES
+    print(f"wrote {out}/bundle.yaml" + ("" if args.no_report else f" and {out}/report/report.md"))
+    return EXIT_OK
+
+
+def _stage_logger(feedback):
+    """``log(message)`` for `fit_bundle`: "gmmv fit: <stage> ..." on stderr (not with
+    --quiet); with -v also how long the previous stage took. ``log(None)`` ends the last."""
+    import time
+
+    state = {"t": None, "stage": None}
+
+    def log(message: str | None) -> None:
+        now = time.monotonic()
+        if state["t"] is not None:
+            feedback.detail(f"gmmv fit:   ({state['stage']}: {now - state['t']:.1f} s)")
+        state["t"], state["stage"] = now, message
+        if message is not None:
+            feedback.info(f"gmmv fit: {message} ...")
+
+    return log
+
+
+def _add_output_flags(p, quiet_help: str = "no progress lines") -> None:
+    from gmm_volunteer.cli.commands import add_output_flags
+
+    add_output_flags(p, quiet_help)
+
+
+def add_subcommands(subparsers) -> None:
+    """Add `fit` (and `collect`, when the collectors import) to the `gmmv` parser."""
+    p = subparsers.add_parser(
+        "fit",
+        help="fit a model bundle from a traces folder",
+        description="Fit the model's stochastic components from traces (traces/FORMAT.md) and write a model "
+        "bundle (docs/formats.md) with a diagnostics report; see docs/fitting.md. Exit 2 on unusable traces.",
+    )
+    p.add_argument("traces", metavar="TRACES", help="traces folder (traces/FORMAT.md)")
+    p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
+    p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
+    p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    _add_output_flags(p, "no progress lines")
+    p.set_defaults(func=_cmd_fit)
+    try:
+        from gmm_volunteer.fitting.collect.cli import add_collect_parser
+    except ImportError:
+        return
+    add_collect_parser(subparsers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m gmm_volunteer.fitting.cli fit ...`)."""
+    parser = argparse.ArgumentParser(prog="gmmv")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_subcommands(sub)
+    args = parser.parse_args(argv)
+    from gmm_volunteer.cli import feedback
+
+    feedback.set_verbosity(feedback.level_of(args))
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

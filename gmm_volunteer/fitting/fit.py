@@ -1,0 +1,131 @@
+"""`fit_bundle`: traces folder -> model bundle (docs/formats.md, section 1).
+
+Everything is read and checked first (`gmm_volunteer.fitting.traces.load_traces`), then fitted in
+memory; the bundle directory (bundle.yaml + report/) is written only at the end and
+atomically by `gmm_volunteer.io.bundle.write_bundle`, so a failed fit leaves nothing
+behind and an existing bundle stays untouched until the new one is complete.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
+from gmm_volunteer.fitting.hazard import DEGREES
+from gmm_volunteer.fitting.traces import TraceError, load_traces
+from gmm_volunteer.model.constants import RESOURCES
+
+
+def _created(created: str | None) -> str:
+    if created is not None:
+        return created
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = _dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch else _dt.datetime.now(_dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _provenance(traces, traces_dir, candidates, degrees) -> str:
+    m = traces.machine
+    grid = "full ARMA grid" if set(candidates) == set(FULL_GRID) else f"reduced ARMA grid {sorted(candidates)}"
+    levels = sorted(set(traces.downloads["level_mbps"].tolist()))
+    return (
+        f"fitted by `gmmv fit {traces_dir}` from resources/ ({m.get('cpu_model', '?')}, {m.get('date', '?')}, "
+        f"{len(traces.resources)} samples), subtasks/ ({len(traces.runs)} runs of {len(traces.catalog)} subtask types), "
+        f"downloads/ ({traces.downloads['run_id'].nunique()} downloads at {levels} Mbit/s); {grid}; "
+        f"hazard degrees {list(degrees)}"
+        + ("; download levels marked preliminary in levels.json" if (traces.levels or {}).get("preliminary") else "")
+    )
+
+
+def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
+                 log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
+    """Fit every component; return (bundle dict, diagnostics for the report).
+
+    `log(message)` is told which component is being fitted before each one starts."""
+    say = log or (lambda message: None)
+    from gmm_volunteer.fitting.catalog import derived_base_profile, subtask_type_blocks, task_type_blocks
+    from gmm_volunteer.fitting.consumption import fit_allocation, fit_consumption
+    from gmm_volunteer.fitting.hazard import fit_hazard
+    from gmm_volunteer.fitting.memory import memory_blocks
+    from gmm_volunteer.fitting.work import work_blocks
+
+    grid = f"{len(candidates)} ARMA (p, q) candidates per series"
+    say(f"fitting allocation series (resources available for volunteering; {grid})")
+    allocation, alloc_diag = fit_allocation(traces, candidates)
+    say(f"fitting consumption series (per subtask type and resource; {grid})")
+    consumption, cons_diag = fit_consumption(traces, candidates)
+    say(f"fitting the completion hazard (degrees {list(degrees)})")
+    hazard, hazard_diag = fit_hazard(traces, degrees)
+    say("fitting memory and work per subtask type")
+    memory = memory_blocks(traces)
+    work, work_diag = work_blocks(traces)
+    say("deriving task types and the base profile")
+    task_types, groups = task_type_blocks(traces)
+    profile, profile_detail = derived_base_profile(traces)
+    bundle = {
+        "format": "gmmv-model-bundle",
+        "format_version": 2,
+        "provisional": False,
+        "created": _created(created),
+        "provenance": _provenance(traces, traces_dir, candidates, degrees),
+        "resources": list(RESOURCES),
+        "allocation": allocation,
+        "subtask_types": subtask_type_blocks(traces, memory, work),
+        "task_types": task_types,
+        "consumption": consumption,
+        "hazard": hazard,
+        "derived_base_profile": profile,
+    }
+    diag = {
+        "series": alloc_diag + cons_diag,
+        "hazard": hazard_diag,
+        "work": work_diag,
+        "groups": groups,
+        "profile": profile_detail,
+    }
+    return bundle, diag
+
+
+def fit_bundle(
+    traces_dir,
+    out_dir,
+    candidates=FULL_GRID,
+    degrees=DEGREES,
+    report: bool = True,
+    created: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
+
+    Raises `TraceError` (naming the file and column) on unusable traces; nothing is
+    written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
+    `log(message)` hears of each stage before it starts.
+    """
+    from gmm_volunteer.io.bundle import validate_bundle, write_bundle
+
+    say = log or (lambda message: None)
+    say(f"reading and checking traces in {traces_dir}")
+    traces = load_traces(traces_dir)
+    bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log)
+    validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
+    tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
+    try:
+        extra = {}
+        if report:
+            from gmm_volunteer.fitting.report import write_report
+
+            say("writing the diagnostics report")
+
+            write_report(bundle, diag, traces, tmp / "report")
+            extra["report"] = tmp / "report"
+        return write_bundle(bundle, out_dir, extra_files=extra)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+__all__ = ["fit_bundle", "build_bundle", "TraceError", "FULL_GRID", "QUICK_GRID"]

@@ -1,0 +1,415 @@
+"""Model bundle: the fitted parameters the simulator reads (docs/formats.md, section 1).
+
+`gmm_volunteer/fitting/` writes bundles, the simulator reads them; this module is the one place that
+knows the format. Validation happens at load so that a bad bundle fails before a run
+starts, with a message naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES, RESOURCES
+
+FORMAT = "gmmv-model-bundle"
+FORMAT_VERSION = 2  # 2: subtask types carry a work model (0.3.0)
+STAGES = ("data_download", "input_download", "execution", "upload")
+PHASES = ("download", "execution", "upload")
+FILENAME = "bundle.yaml"
+# The resource whose consumption makes each stage progress (docs/model.md): a bundle
+# whose stage lacks it would leave that phase unfinished forever.
+PROGRESS_RESOURCE = {"data_download": "band_in", "input_download": "band_in",
+                     "execution": "cpu", "upload": "band_out"}
+MAX_SIZE_MB = 1e9  # sizes and memory, MB
+MAX_LOG_SD = 10.0
+
+
+def _spectral_radius(coefs: list[float], sign: float) -> float:
+    """Largest modulus of the roots of z^n + sign * (c_1 z^(n-1) + ... + c_n): below 1
+    means a stationary AR (sign -1) or an invertible MA (sign +1)."""
+    if not coefs or not any(coefs):
+        return 0.0
+    return float(np.max(np.abs(np.roots([1.0, *(sign * c for c in coefs)]))))
+
+
+class BundleError(ValueError):
+    """A model bundle that cannot be used; the message names the file and key."""
+
+
+class _Strict(BaseModel):
+    # Every number in a bundle is finite: NaN or inf would run silently into results.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Arma(_Strict):
+    """An ARMA(p, q) block. The AR part must be stationary and the MA part invertible
+    (every root of the characteristic polynomials inside the unit circle): a
+    non-stationary AR makes the simulated series explode."""
+
+    order: tuple[int, int]
+    ar: list[float]
+    ma: list[float]
+    sigma: float = Field(ge=0)
+    aic: float | None = Field(None, allow_inf_nan=True)
+    # Diagnostics only (not read by the simulator): a failed candidate fit may be inf.
+    aic_grid: dict[str, Annotated[float, Field(allow_inf_nan=True)]] | None = None
+
+    @model_validator(mode="after")
+    def _orders_match(self):
+        p, q = self.order
+        if p < 0 or q < 0:
+            raise ValueError(f"order {list(self.order)}: p and q must be >= 0")
+        if len(self.ar) != p or len(self.ma) != q:
+            raise ValueError(f"order {list(self.order)} does not match len(ar)={len(self.ar)}, len(ma)={len(self.ma)}")
+        r = _spectral_radius(self.ar, -1.0)
+        if not r < 1.0:
+            raise ValueError(f"ar: not stationary (a root of the AR polynomial has modulus {r:.6g} >= 1)")
+        r = _spectral_radius(self.ma, 1.0)
+        if not r < 1.0:
+            raise ValueError(f"ma: not invertible (a root of the MA polynomial has modulus {r:.6g} >= 1)")
+        return self
+
+
+class YeoJohnson(_Strict):
+    lam: float
+    z_mean: float = 0.0
+    z_sd: float = Field(1.0, gt=0)
+
+
+class AllocationModel(_Strict):
+    arma: Arma
+    yeo_johnson: YeoJohnson
+    mean: float
+    sd: float = Field(ge=0)
+
+
+class Memory(_Strict):
+    batch_sizes: list[int]
+    execution_mb: list[float]
+    download_mb: float = Field(ge=0, le=MAX_SIZE_MB)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if len(self.batch_sizes) != len(self.execution_mb) or not self.batch_sizes:
+            raise ValueError("batch_sizes and execution_mb must be non-empty and of equal length")
+        if sorted(set(self.batch_sizes)) != list(self.batch_sizes) or self.batch_sizes[0] < 1:
+            raise ValueError("batch_sizes must be strictly increasing and >= 1")
+        if any(not 0 <= m <= MAX_SIZE_MB for m in self.execution_mb):
+            raise ValueError(f"execution_mb must be >= 0 and <= {MAX_SIZE_MB:g}")
+        return self
+
+
+class Work(_Strict):
+    """CPU-seconds a batch's execution needs (docs/model.md, "Progress from granted
+    resources"; refines paper 2.2, "Execution").
+
+    `mean_cpu_s[i]` is the mean work of a batch of `batch_sizes[i]` subtasks; a batch's
+    work is that mean times a factor of mean 1 drawn when it starts executing:
+    lognormal with log-sd `log_sd`, or exponential (for checks against queueing theory).
+    """
+
+    distribution: Literal["lognormal", "exponential"] = "lognormal"
+    batch_sizes: list[int]
+    mean_cpu_s: list[float]
+    log_sd: float = Field(0.0, ge=0, le=MAX_LOG_SD)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        if len(self.batch_sizes) != len(self.mean_cpu_s) or not self.batch_sizes:
+            raise ValueError("batch_sizes and mean_cpu_s must be non-empty and of equal length")
+        if sorted(set(self.batch_sizes)) != list(self.batch_sizes) or self.batch_sizes[0] < 1:
+            raise ValueError("batch_sizes must be strictly increasing and >= 1")
+        if not all(0 < w < float("inf") for w in self.mean_cpu_s):
+            raise ValueError("mean_cpu_s must be finite and > 0")
+        if self.distribution == "exponential" and self.log_sd != 0.0:
+            raise ValueError("log_sd applies to the lognormal distribution only")
+        return self
+
+
+class SubtaskType(_Strict):
+    name: str
+    description: str = ""
+    data_size_mb: float = Field(gt=0, le=MAX_SIZE_MB)
+    input_size_mb: float = Field(ge=0, le=MAX_SIZE_MB)
+    output_size_mb: float = Field(ge=0, le=MAX_SIZE_MB)
+    memory: Memory
+    work: Work
+
+
+class TaskType(_Strict):
+    name: str
+    subtasks: list[str] = Field(min_length=1)
+
+
+class Stats(_Strict):
+    mean: list[list[float]]
+    sd: list[list[float]]
+
+    @model_validator(mode="after")
+    def _sd_not_negative(self):
+        for i, row in enumerate(self.sd):
+            for l, x in enumerate(row):
+                if x < 0:
+                    raise ValueError(f"sd[{i}][{l}] must be >= 0 (got {x!r})")
+        return self
+
+
+class ConsumptionResource(_Strict):
+    arma: Arma
+    yeo_johnson: YeoJohnson
+    stats: Stats
+
+
+class Stage(_Strict):
+    level: Literal["batch_size", "band_in", "band_out"]
+    levels: list[float] = Field(min_length=1)
+    resources: dict[Literal[CONSUMPTION_RESOURCES], ConsumptionResource]
+
+    @model_validator(mode="after")
+    def _levels(self):
+        lv = self.levels
+        if any(b <= a for a, b in zip(lv, lv[1:])):
+            raise ValueError(f"levels must be strictly increasing (sorted, no repeats): {lv}")
+        if lv[0] <= 0:
+            raise ValueError(f"levels must be > 0 (got {lv[0]!r})")
+        return self
+
+
+class Consumption(_Strict):
+    idw_power: float = Field(2.0, gt=0)
+    stages: dict[Literal[STAGES], Stage]
+
+    @model_validator(mode="after")
+    def _all_stages(self):
+        missing = [s for s in STAGES if s not in self.stages]
+        if missing:
+            raise ValueError(f"missing stages: {missing}")
+        return self
+
+
+class HazardPhase(_Strict):
+    consumption_resource: Literal[CONSUMPTION_RESOURCES]
+    covariate_mean: tuple[float, float, float]
+    covariate_sd: tuple[float, float, float]
+    terms: list[tuple[int, int, int]]
+    coef: list[float]
+    intercept: float
+    type_coef: list[float]
+    aic: float | None = None
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        if len(self.terms) != len(self.coef):
+            raise ValueError(f"{len(self.terms)} terms but {len(self.coef)} coef")
+        if any(s <= 0 for s in self.covariate_sd):
+            raise ValueError("covariate_sd must be > 0")
+        for i, t in enumerate(self.terms):
+            if any(e < 0 for e in t) or sum(t) < 1:
+                raise ValueError(f"terms[{i}] = {list(t)}: exponents must be >= 0 with a total >= 1")
+        return self
+
+
+class Hazard(_Strict):
+    degree: int = Field(ge=1, le=3)
+    phases: dict[Literal[PHASES], HazardPhase]
+
+    @model_validator(mode="after")
+    def _within_degree(self):
+        for name, ph in self.phases.items():
+            for i, t in enumerate(ph.terms):
+                if sum(t) > self.degree:
+                    raise ValueError(f"phases.{name}.terms[{i}] = {list(t)}: total degree "
+                                     f"{sum(t)} exceeds the bundle's degree {self.degree}")
+        return self
+
+
+class Bundle(_Strict):
+    format: Literal["gmmv-model-bundle"]
+    format_version: Literal[2]
+    provisional: bool
+    created: str = ""
+    provenance: str = ""
+    resources: list[str]
+    allocation: dict[Literal[RESOURCES], AllocationModel]
+    subtask_types: list[SubtaskType] = Field(min_length=1)
+    task_types: list[TaskType] = Field(min_length=1)
+    consumption: Consumption
+    # Fitted phase hazards: a diagnostic of the traces since 0.3.0, not read by the
+    # simulator (progress comes from work and granted resources; docs/model.md).
+    hazard: Hazard | None = None
+    derived_base_profile: dict[str, float] | None = None
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        if list(self.resources) != list(RESOURCES):
+            raise ValueError(f"resources must be {list(RESOURCES)}")
+        missing = [r for r in RESOURCES if r not in self.allocation]
+        if missing:
+            raise ValueError(f"allocation: missing resources {missing}")
+        names = [s.name for s in self.subtask_types]
+        if len(set(names)) != len(names):
+            raise ValueError("subtask_types: duplicate names")
+        for k, task in enumerate(self.task_types):
+            for p, s in enumerate(task.subtasks):
+                if s not in names:
+                    from gmm_volunteer.model.suggest import did_you_mean
+
+                    raise ValueError(f"task_types.{k}.subtasks.{p}: unknown subtask type {s!r}"
+                                     + did_you_mean(s, names))
+        n_types = len(names)
+        for sname, res in PROGRESS_RESOURCE.items():
+            if res not in self.consumption.stages[sname].resources:
+                raise ValueError(f"consumption.stages.{sname}.resources.{res}: missing (the "
+                                 f"{sname} stage progresses by its {res} consumption)")
+        for sname, stage in self.consumption.stages.items():
+            for rname, res in stage.resources.items():
+                for which in ("mean", "sd"):
+                    table = getattr(res.stats, which)
+                    where = f"consumption.stages.{sname}.resources.{rname}.stats.{which}"
+                    if len(table) != n_types or any(len(row) != len(stage.levels) for row in table):
+                        raise ValueError(f"{where}: must be [{n_types} subtask types][{len(stage.levels)} levels]")
+        for pname, ph in (self.hazard.phases.items() if self.hazard is not None else ()):
+            if len(ph.type_coef) != n_types:
+                raise ValueError(f"hazard.phases.{pname}.type_coef: need {n_types} values")
+        return self
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors()[:5]:
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "finite_number":
+            msg = f"must be a finite number (got {e.get('input')!r})"
+        msg += _suggestion(e)
+        if loc:
+            lines.append(f"{source}: {loc}: {msg}")
+        elif ": " in msg and " " not in msg.split(": ", 1)[0]:  # the message names its key
+            lines.append(f"{source}: {msg}")
+        else:
+            lines.append(f"{source}: (top level): {msg}")
+    return "\n".join(lines)
+
+
+def _suggestion(e: dict) -> str:
+    """A close name for an unknown key or a misspelt name (e.g. a resource), or ""."""
+    from gmm_volunteer.model.suggest import did_you_mean, known_keys, quoted_choices
+
+    if e["type"] == "extra_forbidden":
+        return did_you_mean(e["loc"][-1], known_keys(Bundle, e["loc"]))
+    if e["type"] == "literal_error":
+        return did_you_mean(e.get("input"), quoted_choices((e.get("ctx") or {}).get("expected", "")))
+    return ""
+
+
+def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:
+    """Validate a bundle dict; raise `BundleError` naming `source` and the key."""
+    if not isinstance(data, dict):
+        raise BundleError(f"{source}: a bundle must be a mapping at the top level")
+    if data.get("format_version") == 1:
+        raise BundleError(
+            f"{source}: format_version 1 has no work model (needed since gmm-volunteer 0.3.0, "
+            "where phases progress by the resources granted); refit it with `gmmv fit TRACES -o DIR`"
+        )
+    try:
+        return Bundle.model_validate(data)
+    except ValidationError as err:
+        raise BundleError(_format_error(err, source)) from None
+
+
+# Bundles shipped inside the package (package data): `model: default` names
+# gmm_volunteer/bundles/default when no such directory is next to the config.
+PACKAGED = Path(__file__).resolve().parent.parent / "bundles"
+
+
+def packaged_bundle(name: str) -> Path | None:
+    """The directory of the bundle shipped under `name`, or None when `name` is not a
+    bare name (it has a path separator) or no such bundle is shipped."""
+    if not name or name in (".", "..") or "/" in name or os.sep in name or name.startswith("~"):
+        return None
+    path = PACKAGED / name
+    return path if (path / FILENAME).is_file() else None
+
+
+def bundle_file(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p / FILENAME if p.is_dir() or p.suffix == "" else p
+
+
+def load_bundle(path: str | os.PathLike) -> Bundle:
+    """Read and validate `path` (a bundle directory or its bundle.yaml)."""
+    from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
+
+    try:
+        f = bundle_file(path)
+        if not f.exists():
+            raise BundleError(f"{f}: model bundle not found")
+        raw = f.read_bytes()
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, BundleError):
+            raise
+        raise BundleError(f"{path}: cannot read the model bundle: {exc}") from None
+    try:
+        data = load_yaml(raw, str(f))
+    except YAMLInputError as err:
+        raise BundleError(str(err)) from None
+    return validate_bundle(data, str(f))
+
+
+def check_bundle_destination(path: str | os.PathLike) -> Path:
+    """Refuse a destination a bundle must not be written to: an existing file, or an
+    existing directory that is not a model bundle (anything but ``bundle.yaml`` and a
+    ``report`` directory in it). Only a bundle is ever replaced. Raises `BundleError`."""
+    dest = Path(path)
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise BundleError(f"{dest}: exists and is not a model bundle directory; refusing to replace it")
+    if dest.exists():
+        names = {p.name for p in dest.iterdir()}
+        if FILENAME not in names or not names <= {FILENAME, "report"}:
+            raise BundleError(f"{dest}: exists and is not a model bundle (a directory with "
+                              f"{FILENAME} and report/ only); refusing to replace it")
+    cwd = Path.cwd().resolve()
+    if dest.resolve() == cwd or dest.resolve() in cwd.parents:
+        raise BundleError(f"{dest}: is the current directory or one of its parents")
+    return dest
+
+
+def write_bundle(data: dict, path: str | os.PathLike, extra_files: dict[str, Path] | None = None) -> Path:
+    """Validate and write a bundle directory atomically (tmp dir, then rename).
+
+    An invalid bundle raises before anything is written; an existing bundle at `path` is
+    replaced only once the new one is complete, and anything else there is refused
+    (`check_bundle_destination`). `extra_files` maps names inside the bundle
+    directory to files or directories to copy in (e.g. a diagnostics report).
+    """
+    validate_bundle(data, str(path))
+    dest = check_bundle_destination(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        (tmp / FILENAME).write_text(yaml.safe_dump(data, sort_keys=False, width=100))
+        for name, src in (extra_files or {}).items():
+            src = Path(src)
+            if src.is_dir():
+                shutil.copytree(src, tmp / name)
+            else:
+                shutil.copy2(src, tmp / name)
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            dest.rename(old)
+            tmp.rename(dest)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest

@@ -1,0 +1,549 @@
+"""The result store: one zarr v3 store per run (docs/formats.md, section 2).
+
+`build_dataset` is the one place that turns a `RunRecord` into an `xarray.Dataset`
+(named dims, units, flag attributes, coords). `write_result` writes it atomically:
+everything goes to ``<path>.tmp-<pid>``, the ``complete`` attribute is set last, and
+only then is the directory renamed into place. A store without ``complete`` is never
+opened as a result. Only a store this program wrote (`is_own_store`) is ever replaced;
+`check_output_path` refuses unusable output paths before a run starts and
+`clean_stale` deals with the leftovers of killed writers.
+
+String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
+type); fixed-width unicode has no zarr v3 specification. Metadata is consolidated, and
+the datasets follow `gmm_volunteer.io.conventions` (store format 2); `open_result` reads
+stores of format 1 too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from gmm_volunteer import __version__
+from gmm_volunteer.io import conventions
+from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
+from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
+
+
+COMPLETE_ATTR = "complete"
+
+
+class OutputPathError(ValueError):
+    """An output path that a result store must not be written to (or replace)."""
+
+
+class IncompleteResultError(RuntimeError):
+    """A result store exists but was never completed (interrupted or still being written)."""
+
+
+class ResultFormatError(ValueError):
+    """A run record or a store does not have the shape docs/formats.md section 2 demands."""
+
+
+# -- building the dataset ---------------------------------------------------------------
+
+_REQUEST_FIELDS = {
+    "request_user": np.int32,
+    "request_type": np.int8,
+    "request_start": np.int64,
+    "request_end": np.int64,
+    "request_outcome": np.int8,
+}
+
+
+def _strings(values) -> np.ndarray:
+    return np.array([str(v) for v in values], dtype=object)
+
+
+def _check_shape(name: str, arr: np.ndarray, shape: tuple) -> None:
+    if arr.shape != shape:
+        raise ResultFormatError(
+            f"RunRecord.{name} has shape {arr.shape}, expected {shape}"
+        )
+
+
+def _plain(value):
+    """Attribute values must survive JSON: unwrap NumPy scalars and arrays."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def build_dataset(record: RunRecord) -> xr.Dataset:
+    """Turn one run's record into the result-store dataset (docs/formats.md, section 2).
+
+    Raises `ResultFormatError` naming the offending field when shapes, codes or
+    dtypes are inconsistent.
+    """
+    steps = record.steps
+    n_req = int(np.asarray(record.request_user).shape[0])
+    requests = {}
+    for name, dtype in _REQUEST_FIELDS.items():
+        arr = np.asarray(getattr(record, name))
+        _check_shape(name, arr, (n_req,))
+        requests[name] = arr.astype(dtype, copy=False)
+    type_names = tuple(record.request_type_names)
+    if not type_names:
+        raise ResultFormatError("RunRecord.request_type_names is empty")
+    if n_req:
+        bad = (requests["request_type"] < 0) | (requests["request_type"] >= len(type_names))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_type[{i}] = {requests['request_type'][i]} is not an "
+                f"index into request_type_names (length {len(type_names)})"
+            )
+        bad = (requests["request_outcome"] < 0) | (requests["request_outcome"] >= len(OUTCOMES))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_outcome[{i}] = {requests['request_outcome'][i]} is not "
+                f"one of the codes 0..{len(OUTCOMES) - 1} ({', '.join(OUTCOMES)})"
+            )
+        bad = requests["request_end"] < requests["request_start"]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ResultFormatError(
+                f"RunRecord.request_end[{i}] < request_start[{i}] "
+                f"({requests['request_end'][i]} < {requests['request_start'][i]})"
+            )
+
+    series = {}
+    for name, shape, dtype in (
+        ("online_users", (steps,), np.int32),
+        ("active_requests", (steps,), np.int32),
+        ("server_allocation", (steps, len(RESOURCES)), np.float32),
+        ("server_consumption", (steps, len(RESOURCES)), np.float32),
+        ("user_consumption", (steps, len(RESOURCES)), np.float32),
+        ("subtask_events", (steps, len(NODE_CLASSES), len(EVENTS)), np.int32),
+        ("completed_work", (steps, len(NODE_CLASSES)), np.float32),
+    ):
+        arr = np.asarray(getattr(record, name))
+        _check_shape(name, arr, shape)
+        series[name] = arr.astype(dtype, copy=False)
+
+    latency = (requests["request_end"] - requests["request_start"]).astype(np.int64)
+    # Units differ per resource: the coordinate resource_unit holds them (conventions).
+    per_resource_units = {"units_coordinate": "resource_unit"}
+    data_vars = {
+        "request_user": (("request",), requests["request_user"],
+                         {"long_name": "user (1..N) who issued the request", "units": "1"}),
+        "request_type": (("request",), requests["request_type"],
+                         {"long_name": "request type, index into request_type_name",
+                          **conventions.flag_attrs(type_names)}),
+        "request_start": (("request",), requests["request_start"],
+                          {"long_name": "step the request started", "units": "s"}),
+        "request_end": (("request",), requests["request_end"],
+                        {"long_name": "last step the request was active", "units": "s"}),
+        "request_outcome": (("request",), requests["request_outcome"], {
+            "long_name": "how the request ended",
+            "flag_values": list(range(len(OUTCOMES))),
+            "flag_meanings": " ".join(OUTCOMES),
+        }),
+        "request_latency": (("request",), latency,
+                            {"long_name": "request latency (end - start)", "units": "s"}),
+        "online_users": (("time",), series["online_users"],
+                         {"long_name": "users online after the availability update",
+                          "units": "1"}),
+        "active_requests": (("time",), series["active_requests"],
+                            {"long_name": "users with an active request", "units": "1"}),
+        "server_allocation": (("time", "resource"), series["server_allocation"], {
+            "long_name": "server allocation a_t", **per_resource_units,
+        }),
+        "server_consumption": (("time", "resource"), series["server_consumption"], {
+            "long_name": "server consumption c_t before the executor acts", **per_resource_units,
+        }),
+        "user_consumption": (("time", "resource"), series["user_consumption"], {
+            "long_name": "consumption c_t summed over user nodes", **per_resource_units,
+        }),
+        "subtask_events": (("time", "node_class", "event"), series["subtask_events"], {
+            "long_name": "subtask events per step", "units": "1",
+        }),
+        "completed_work": (("time", "node_class"), series["completed_work"], {
+            "long_name": "work of the executions that finished in the step", "units": "CPU s",
+        }),
+    }
+    _autoscaling_vars(record, data_vars, steps, per_resource_units)
+    coords = {
+        "time": ("time", np.arange(steps, dtype=np.int64),
+                 {"long_name": "step index", "units": "s"}),
+        "resource": ("resource", _strings(RESOURCES)),
+        "resource_unit": ("resource", _strings(RESOURCE_UNITS[r] for r in RESOURCES)),
+        "node_class": ("node_class", _strings(NODE_CLASSES)),
+        "event": ("event", _strings(EVENTS)),
+        "request_type_name": ("request_type_dim", _strings(type_names)),
+        conventions.LABEL: ("request", conventions.request_type_labels(requests["request_type"], type_names)),
+    }
+    if "scaling_actions" in data_vars:
+        coords["action_field"] = ("action_field", _strings(ACTION_FIELDS))
+        coords["action_field_unit"] = ("action_field", _strings(ACTION_FIELD_UNITS))
+    # Series a policy records (RunRecord.policy_series, docs/routing.md).
+    for name, (dims, arr, var_attrs) in dict(record.policy_series).items():
+        arr = np.asarray(arr)
+        if name in data_vars or name in coords:
+            raise ResultFormatError(f"RunRecord.policy_series[{name!r}] shadows a core variable")
+        if dims and dims[0] == "time" and arr.shape[0] != steps:
+            raise ResultFormatError(
+                f"RunRecord.policy_series[{name!r}] has {arr.shape[0]} steps, expected {steps}")
+        data_vars[name] = (tuple(dims), arr, dict(var_attrs))
+    for name, values in dict(record.policy_coords).items():
+        coords[name] = (name, _strings(values) if isinstance(values[0], str) else np.asarray(values))
+    attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
+    attrs.setdefault("gmmv_version", __version__)
+    attrs["steps"] = steps
+    attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
+    ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)
+    return conventions.finish(ds)
+
+
+def _autoscaling_vars(record: RunRecord, data_vars: dict, steps: int, units: dict) -> None:
+    """The dedicated server's capacity series and scaling actions (docs/model.md D17),
+    when the record has them (records made before autoscalers existed do not)."""
+    cap = getattr(record, "dedicated_capacity", None)
+    if cap is not None:
+        cap = np.asarray(cap)
+        _check_shape("dedicated_capacity", cap, (steps, len(RESOURCES)))
+        data_vars["dedicated_capacity"] = (("time", "resource"), cap.astype(np.float32), {
+            "long_name": "dedicated server maximum allocation in effect (autoscaler)", **units,
+        })
+    acts = getattr(record, "scaling_actions", None)
+    if acts is not None:
+        acts = np.asarray(acts, dtype=np.int64).reshape(-1, len(ACTION_FIELDS))
+        data_vars["scaling_actions"] = (("scaling_action", "action_field"), acts, {
+            "long_name": "autoscaler actions: step ordered, step effective (-1 cancelled), "
+                         "units from, units to",
+            "units_coordinate": "action_field_unit",
+        })
+        cost = getattr(record, "scaling_action_cost", None)
+        if cost is not None:
+            data_vars["scaling_action_cost"] = (("scaling_action",), np.asarray(cost, np.float64), {
+                "long_name": "capacity-hours the action added (negative: removed) until the end "
+                             "of the run, in capacity multiplier x hours (of base_profile); "
+                             "0 if cancelled",
+                "units": "h",
+            })
+
+
+ACTION_FIELDS = ("ordered", "effective", "from_units", "to_units")
+
+
+# -- atomic writing ---------------------------------------------------------------------
+
+def is_complete(path) -> bool:
+    """True when `path` is a result store whose ``complete`` attribute is set."""
+    path = Path(path)
+    meta = path / "zarr.json"
+    if not meta.is_file():
+        return False
+    try:
+        import zarr
+
+        group = zarr.open_group(str(path), mode="r")
+        return bool(group.attrs.get(COMPLETE_ATTR, False))
+    except Exception:  # a half-written zarr.json is simply "not complete"
+        return False
+
+
+def _group_attrs(path: Path) -> dict | None:
+    """The attributes in ``path/zarr.json`` when it is a zarr v3 group, else None."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("node_type") != "group":
+        return None
+    attrs = meta.get("attributes")
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _only_zarr_entries(path: Path) -> bool:
+    """Every entry of `path` is zarr metadata or an array/group directory with its own
+    metadata: nothing a person or another program put there."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    for e in entries:
+        if e.name == "zarr.json" and e.is_file(follow_symlinks=False):
+            continue
+        if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "zarr.json")):
+            continue
+        return False
+    return True
+
+
+def is_own_store(path) -> bool:
+    """True when `path` is a result store this program wrote (complete or not): a real
+    directory holding a zarr group whose attributes carry ``gmmv_version``, with no
+    entry zarr did not put there. Only such a directory is ever replaced or removed."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    attrs = _group_attrs(path)
+    return attrs is not None and "gmmv_version" in attrs and _only_zarr_entries(path)
+
+
+def check_output_path(path, force: bool = False) -> Path:
+    """Refuse, before anything is simulated, an output path a result store cannot go to.
+
+    Refused: a path with a NUL byte or an unknown ``~user``; the current directory, one
+    of its parents or a filesystem root; an existing file, symbolic link or directory
+    that is not a result store this program wrote (even with `force`); a complete store
+    without `force`; a parent that is a file or not writable. Returns the path with
+    ``~`` expanded. Raises `OutputPathError`.
+    """
+    text = os.fspath(path)
+    if "\0" in text:
+        raise OutputPathError(f"{text!r}: output path contains a NUL byte")
+    try:
+        p = Path(text).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise OutputPathError(f"{text}: cannot expand the output path: {exc}") from None
+    resolved = p.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise OutputPathError(
+            f"{text}: is the current directory or one of its parents; a result store "
+            "needs a path of its own (e.g. results/run.zarr)")
+    if p.is_symlink():
+        raise OutputPathError(f"{text}: is a symbolic link; refusing to write a result store there")
+    if p.exists():
+        if not p.is_dir():
+            raise OutputPathError(f"{text}: exists and is not a directory (not a result store); "
+                                  "refusing to replace it")
+        if not is_own_store(p):
+            raise OutputPathError(
+                f"{text}: exists and is not a result store written by gmmv; refusing to "
+                "replace it (even with --force): remove it yourself or choose another path")
+        if not force:
+            if is_complete(p):
+                raise OutputPathError(f"{text}: a complete result store already exists; "
+                                      "use --force to replace it")
+            raise OutputPathError(f"{text}: exists and is not a complete result store; "
+                                  "use --force to replace it")
+    parent = resolved.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputPathError(f"{text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{text}: cannot write in {parent} (permission denied)")
+    return p
+
+
+_STALE = re.compile(r"^(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]+)$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or not ours to judge: keep its files
+    return True
+
+
+def _looks_like_partial_store(path: Path) -> bool:
+    """A directory a killed writer may have left: empty, or zarr entries only."""
+    return path.is_dir() and not path.is_symlink() and _only_zarr_entries(path) and (
+        not (path / "zarr.json").exists() or _group_attrs(path) is not None)
+
+
+def clean_stale(path) -> list[str]:
+    """Deal with ``<path>.tmp-<pid>`` and ``<path>.old-<pid>`` left by a killed writer.
+
+    Only entries whose process (on this machine) is gone are touched. A partial
+    ``.tmp-`` store is removed. An ``.old-`` store is the previous store moved aside
+    while a new one was renamed into place: it is removed when a complete store is at
+    `path`, and renamed back when nothing is. Anything that does not look like a store
+    this program wrote is left alone and reported. Returns one line per action.
+    """
+    path = Path(path)
+    parent = path.parent
+    notes: list[str] = []
+    try:
+        siblings = sorted(parent.iterdir()) if parent.is_dir() else []
+    except OSError:
+        return notes
+    for entry in siblings:
+        m = _STALE.match(entry.name)
+        if m is None or m["name"] != path.name or _pid_alive(int(m["pid"])):
+            continue
+        if m["kind"] == "tmp":
+            if _looks_like_partial_store(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+                notes.append(f"removed {entry} (an unfinished write of process {m['pid']}, which is gone)")
+            else:
+                notes.append(f"left {entry} alone: named like an unfinished write but not a store gmmv wrote")
+            continue
+        if not is_own_store(entry):
+            notes.append(f"left {entry} alone: named like a replaced store but not a store gmmv wrote")
+        elif not path.exists() and not path.is_symlink() and is_complete(entry):
+            os.rename(entry, path)
+            notes.append(f"restored {path} from {entry.name} (its replacement by process "
+                         f"{m['pid']} was interrupted)")
+        elif is_own_store(path) and is_complete(path):
+            shutil.rmtree(entry, ignore_errors=True)
+            notes.append(f"removed {entry} (a store replaced by process {m['pid']}, which is gone)")
+        else:
+            notes.append(f"left {entry} alone: a store replaced by process {m['pid']}; "
+                         f"{path} is not a complete store to keep instead")
+    return notes
+
+
+def _encoding(ds: xr.Dataset) -> dict:
+    # Requests can number millions; series 100,000 steps. One chunk per variable up to a
+    # few MB keeps per-run stores to a handful of files without big reads.
+    enc = {}
+    for name, var in ds.variables.items():
+        if name in ds.indexes:
+            continue
+        if "request" in var.dims:  # request_type_label included: text, one per request
+            enc[name] = {"chunks": (max(1, min(var.shape[0], 1 << 20)),)}
+        elif "time" in var.dims:
+            chunk = [max(1, min(var.shape[0], 1 << 17))] + list(var.shape[1:])
+            enc[name] = {"chunks": tuple(chunk)}
+    return enc
+
+
+def _write_store(ds: xr.Dataset, target: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        # zarr notes that consolidated metadata is not (yet) part of the zarr v3
+        # specification; xarray and zarr-python read it, and it lets a store open with
+        # one read instead of one per array (docs/formats.md).
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=True,
+                   encoding=_encoding(ds))
+
+
+def _mark_complete(target: Path) -> None:
+    import warnings
+
+    import zarr
+
+    group = zarr.open_group(str(target), mode="r+")
+    group.attrs[COMPLETE_ATTR] = 1  # 1, not true: netCDF has no boolean attributes
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        zarr.consolidate_metadata(str(target))  # the consolidated copy must say complete too
+
+
+def write_result(record_or_ds, path, overwrite: bool = False) -> Path:
+    """Write one run's result store atomically; return its path.
+
+    The store is built in ``<path>.tmp-<pid>``; ``complete`` is set last and the
+    directory is then renamed to `path`. Only a store this program wrote
+    (`is_own_store`) is ever replaced: with `overwrite`, an existing one is removed only
+    after the new one is fully written; without it, a complete one raises
+    `FileExistsError` and is left untouched, while an incomplete one (left by a crash
+    before the rename was possible) is replaced. Any other file or directory at `path`
+    raises `FileExistsError`, with or without `overwrite`. Leftovers of killed writers
+    are dealt with first (`clean_stale`).
+    """
+    path = Path(path)
+    ds = record_or_ds if isinstance(record_or_ds, xr.Dataset) else build_dataset(record_or_ds)
+    clean_stale(path)
+    if path.is_symlink() or (path.exists() and not is_own_store(path)):
+        raise FileExistsError(f"{path} exists and is not a result store written by gmmv; "
+                              "refusing to replace it")
+    if path.exists() and not overwrite and is_complete(path):
+        raise FileExistsError(
+            f"result store {path} already exists and is complete; "
+            "pass overwrite=True (CLI: --force) to replace it"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        _write_store(ds, tmp)
+        _mark_complete(tmp)
+    except BaseException:
+        # KeyboardInterrupt included: remove our partial output, re-raise. If even the
+        # cleanup is interrupted the tmp name still never looks like a result.
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if path.exists():
+        old = path.with_name(f"{path.name}.old-{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(path, old)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        if old is not None and not path.exists():
+            os.rename(old, path)  # put the previous store back
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+# -- reading ----------------------------------------------------------------------------
+
+def _plain_string_coords(ds: xr.Dataset) -> xr.Dataset:
+    # Variable-length strings come back as NumPy's StringDType; object arrays behave
+    # like every other xarray string coordinate (concat, sel, plotting).
+    updates = {}
+    for name, coord in ds.coords.items():
+        kind = getattr(coord.dtype, "kind", "")
+        if kind in ("T", "U", "S", "O") or str(coord.dtype).startswith("StringDType"):
+            updates[name] = (coord.dims, np.asarray(coord.values).astype(object), coord.attrs)
+    return ds.assign_coords(updates) if updates else ds
+
+
+def open_result(path, chunks=None) -> xr.Dataset:
+    """Open a complete result store lazily (dask-backed).
+
+    Raises `FileNotFoundError` when nothing is there and `IncompleteResultError` when
+    the store was never completed (an interrupted or still-running write).
+    """
+    path = Path(path)
+    if not path.exists():
+        tmp = sorted(path.parent.glob(f"{path.name}.tmp-*")) if path.parent.exists() else []
+        hint = f" (an unfinished write exists: {tmp[0].name})" if tmp else ""
+        raise FileNotFoundError(f"no result store at {path}{hint}")
+    if not is_complete(path):
+        raise IncompleteResultError(
+            f"result store {path} is incomplete: it lacks the '{COMPLETE_ATTR}' attribute, "
+            "so its run was interrupted or is still being written; re-run it"
+        )
+    # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).
+    ds = xr.open_zarr(str(path), consolidated=_is_consolidated(path),
+                      chunks={} if chunks is None else chunks)
+    if conventions.LABEL in ds.coords:  # rebuilt from the codes: no text to decode
+        ds = ds.drop_vars(conventions.LABEL)
+    ds = _plain_string_coords(ds)
+    if conventions.store_format(ds) < conventions.STORE_FORMAT:
+        return conventions.upgrade(ds)  # a store of 0.3.0 or before
+    return conventions.label_requests(ds)
+
+
+def _is_consolidated(path: Path) -> bool:
+    """Whether the store has consolidated metadata (stores of format 1 have none)."""
+    try:
+        meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and isinstance(meta.get("consolidated_metadata"), dict)

@@ -1,1 +1,0 @@
-"""Numba kernels over the flat state arrays (see gmm_volunteer/state.py)."""

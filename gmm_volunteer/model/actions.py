@@ -1,0 +1,146 @@
+"""Actions policies may take (paper 2.3), as numba functions on (S, P).
+
+Scheduler actions: start a subtask-data download (u^{x,pi} = download), assign a subtask
+to a node (u^{y,pi} = execute), finish a request (finish), cancel obsolete placements
+(cancel). Executor actions: pause/resume/abort downloads, evict data, abort batches.
+Policies call these from their own `@njit` kernels; the functions keep every index of
+the state consistent, so a new policy cannot corrupt it.
+
+Actions take effect immediately when called in step t's policy stage. The paper applies
+u_t in step t+1 before anything else reads the state, which is the same thing; the only
+visible convention is that a request finished in step t has latency t - start.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.model.kernels.ops import (  # noqa: F401  (re-exported for policies)
+    EV_ABORT,
+    EV_CANCEL,
+    EV_START,
+    OUT_COMPLETED,
+    abort_batch,
+    batch_born_now,
+    batch_new,
+    count_event,
+    download_abort,
+    download_start,
+    evict_ready,
+    mem_estimate,
+    slot_join,
+)
+from gmm_volunteer.model.kernels.people import clear_slots, end_request, start_think
+from gmm_volunteer.model.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, PAUSED, STORAGE
+
+
+@njit(cache=True, inline="always")
+def first_phase(v):
+    """Assigned subtasks start with input download on users, execution on the server."""
+    return EXECUTION if v == 0 else DOWNLOAD
+
+
+@njit(cache=True, inline="always")
+def free_memory(S, v):
+    """Allocated memory minus the scheduler's mean + 2 sd reservations on node v."""
+    return S.alloc[v, MEMORY] - S.nd_committed[v]
+
+
+@njit(cache=True, inline="always")
+def free_storage(S, v):
+    return S.alloc[v, STORAGE] - S.rd_reserved[v]
+
+
+@njit(cache=True, inline="always")
+def new_batch_size(S, P, v, j, t):
+    """Size of the batch a placement of j on v in step t joins (0: a new batch)."""
+    if not P.batching:
+        return 0
+    b = batch_born_now(S, v, j, first_phase(v), t)
+    return S.b_size[b] if b >= 0 else 0
+
+
+@njit(cache=True, inline="always")
+def marginal_memory(S, P, v, j, t):
+    """m^y increase of placing one more subtask j on v in step t (it joins the batch
+    formed on v this step)."""
+    n = new_batch_size(S, P, v, j, t)
+    return mem_estimate(P, j, n + 1) - mem_estimate(P, j, n)
+
+
+@njit(cache=True)
+def assign(S, P, i, p, v, t):
+    """Place slot p of user i's request on node v (u^{y,pi} = execute)."""
+    j = P.task_sub[S.rq_type[i], p]
+    phase = first_phase(v)
+    b = batch_born_now(S, v, j, phase, t) if P.batching else -1
+    if b < 0:
+        b = batch_new(S, P, v, j, phase, t)
+    S.ex_node[i, p] = v
+    S.ex_phase[i, p] = phase
+    slot_join(S, P, b, i, p)
+    S.nd_jcount[v, j] += 1
+    count_event(S, t, v, EV_START, 1)
+
+
+@njit(cache=True)
+def cancel_obsolete(S, P, t):
+    """Cancel placements of requests that ended (u^{y,pi} = cancel)."""
+    for k in range(S.n_obs[0]):
+        i = S.obs_list[k]
+        if S.rq_type[i] < 0:
+            clear_slots(S, P, i, t)
+    S.n_obs[0] = 0
+
+
+@njit(cache=True)
+def finish_ready_requests(S, P, t):
+    """Finish requests whose subtasks are all done (u^{y,pi} = finish); returns count."""
+    n = 0
+    k = 0
+    while k < S.n_rq[0]:
+        i = S.rq_list[k]
+        if S.rq_ndone[i] == P.task_nsub[S.rq_type[i]]:
+            clear_slots(S, P, i, t)  # results are done; nothing to cancel
+            end_request(S, P, i, t, OUT_COMPLETED)
+            start_think(S, P, i, t + 1)
+            n += 1
+            # swap-remove moved another request into position k: look at it next
+        else:
+            k += 1
+    return n
+
+
+@njit(cache=True)
+def pending_requests_fifo(S):
+    """Users with an active request, oldest request first (ties: lower user first)."""
+    # Sort (start, user) keys in place and decode: one array, no index permutation.
+    users = np.empty(S.n_rq[0], np.int64)
+    for k in range(users.size):
+        i = S.rq_list[k]
+        users[k] = S.rq_start[i] * (1 << 31) + i
+    users.sort()
+    for k in range(users.size):
+        users[k] &= (1 << 31) - 1
+    return users
+
+
+@njit(cache=True)
+def start_download(S, P, v, j, t):
+    """u^{x,pi} = download: v starts fetching subtask j's data."""
+    download_start(S, P, v, j, t)
+
+
+@njit(cache=True)
+def pause_download(S, v, j):
+    """Pause v's download of j; it keeps what it has. A paused download consumes nothing."""
+    if S.rd_state[v, j] == LOADING:
+        S.rd_state[v, j] = PAUSED
+        S.n_paused[0] += 1
+        S.dl_cons[S.rd_dl[v, j], :] = 0.0
+
+
+@njit(cache=True)
+def resume_download(S, v, j):
+    if S.rd_state[v, j] == PAUSED:
+        S.rd_state[v, j] = LOADING
+        S.n_paused[0] -= 1

@@ -1,0 +1,36 @@
+"""Names of the model's fixed sets and the integer codes kernels use for them: the one
+definition that the config, the parameters, the kernels, the bundle reader and the
+result store all read, so that a code always means the name it stands for.
+
+A code is the position of its name in the tuple (`RESOURCES[CPU] == "cpu"`), derived
+here from the names rather than written a second time.
+"""
+
+# Resources of a node (paper 2.1), in the order of every per-resource array.
+RESOURCES = ("band_in", "band_out", "cpu", "memory", "storage")
+BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE = (RESOURCES.index(r) for r in
+                                           ("band_in", "band_out", "cpu", "memory", "storage"))
+N_RES = len(RESOURCES)
+# Resources with a consumption model (paper 2.2); storage is accumulated downloads.
+CONSUMPTION_RESOURCES = RESOURCES[:STORAGE]
+N_CRES = len(CONSUMPTION_RESOURCES)
+RESOURCE_UNITS = {"band_in": "Mbit/s", "band_out": "Mbit/s", "cpu": "%", "memory": "MB", "storage": "MB"}
+
+# Node classes of the per-class series: node 0 is the dedicated server (paper 2.1).
+NODE_CLASSES = ("server", "user")
+
+# Subtask events counted per step and node class (result variable `subtask_events`).
+EVENTS = ("start", "complete", "abort", "reset", "cancel")
+EV_START, EV_COMPLETE, EV_ABORT, EV_RESET, EV_CANCEL = (EVENTS.index(e) for e in
+                                                        ("start", "complete", "abort", "reset", "cancel"))
+
+# How a request ends (paper 2.2: completed, or abandoned when the user's patience runs
+# out; dropped when its user goes offline).
+OUTCOMES = ("completed", "abandoned", "dropped")
+OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = (OUTCOMES.index(o) for o in
+                                             ("completed", "abandoned", "dropped"))
+
+# Operations of a routing policy's monitor whose cost is recorded (docs/routing.md).
+MONITOR_OPS = ("metric_read", "latency_probe", "label_update")
+OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE = (MONITOR_OPS.index(o) for o in
+                                                     ("metric_read", "latency_probe", "label_update"))

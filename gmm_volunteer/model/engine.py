@@ -1,0 +1,266 @@
+"""The simulation loop: s_t ~ P(. | s_{t-1}) for t = 0..steps-1 (paper 2, 3.1).
+
+Inside a step the factors run in the order of their dependencies (DESIGN.md section 3):
+availability, requests, allocations, (offline resets happen with availability),
+consumption, completions; then the executor and the scheduler act. The dynamics are one
+numba call per step (`kernels.step`); policies are Python objects whose `act` runs their
+jitted hooks (policies.base). `run()` uses the fused runner (`policies.runner`), which
+runs chunks of steps in one call instead, with the same result, for every policy pair.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer import __version__
+from gmm_volunteer.model import rng as rng_mod
+from gmm_volunteer.io.bundle import load_bundle
+from gmm_volunteer.model.demand import demand_arrays
+from gmm_volunteer.model.kernels.allocation import allocation_restart
+from gmm_volunteer.model.kernels.heap import heap_push
+from gmm_volunteer.model.kernels.ops import list_add
+from gmm_volunteer.model.kernels.people import start_think
+from gmm_volunteer.model.kernels.step import dynamics_step, needs_growth
+from gmm_volunteer.model.params import READY, Params, build_params, mean_duration, pack_params
+from gmm_volunteer.model.laws import MAX_DURATION, length_biased
+from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
+from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
+from gmm_volunteer.policies.runner import fused_runner
+from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
+
+
+def stationary_availability(P: Params, g: np.random.Generator):
+    """Initial (online, age, steps until the next change) of every user, drawn from the
+    alternating renewal process's stationary law (paper 2.2; docs/model.md).
+
+    P(online) = E[T_on] / (E[T_on] + E[T_off]); the current period is length-biased and
+    the user is at a uniform point in it.
+
+    When one state never ends (`never`, infinite mean) P(online) is 1 or 0: every user
+    is in that state, at age 0, and its switch is at `laws.MAX_DURATION`, i.e. never
+    (docs/model.md, D2). Both never ending has no stationary law (the config refuses it).
+    """
+    n = P.n_users
+    m_on, m_off = mean_duration(P.on_law), mean_duration(P.off_law)
+    if math.isinf(m_on) and math.isinf(m_off):
+        raise ValueError("online and offline durations both never end: no stationary state")
+    p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)  # 0.0 when m_off is infinite
+    online = g.random(n) < p_on
+    total = np.where(online, length_biased(P.on_law, n, g), length_biased(P.off_law, n, g))
+    # A never-ending period has no uniform point: its age is taken as 0 (the age is
+    # recorded, never read by the dynamics). Finite periods keep the draws they had.
+    ends = np.isfinite(total)
+    age = g.random(n) * np.where(ends, total, 0.0)
+    residual = np.where(ends, total - age, np.inf)
+    next_change = np.minimum(np.maximum(np.ceil(residual) - 1, 0), MAX_DURATION).astype(np.int64)
+    return online, np.floor(age).astype(np.int64), next_change
+
+
+@njit(cache=True)
+def _init_state(S, P, online, age, next_change):
+    S.online[0] = 1
+    for j in range(P.n_sub):
+        S.rd_state[0, j] = READY
+        S.rd_mb[0, j] = P.sub_data_mb[j]
+        S.rd_used[0] += P.sub_data_mb[j]
+        S.rd_reserved[0] += P.sub_data_mb[j]
+    S.rd_nready[0] = P.n_sub
+    allocation_restart(S, P, 0, 0)
+    for k in range(online.size):
+        i = k + 1
+        S.av_since[i] = -1 - age[k]
+        if next_change[k] < MAX_DURATION:  # a state that never ends gets no timer
+            heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, next_change[k], i, next_change[k])
+        if online[k]:
+            S.online[i] = 1
+            list_add(S.on_list, S.on_pos, S.n_on, i)
+            allocation_restart(S, P, i, 0)
+            start_think(S, P, i, 0)
+
+
+CHUNK = 1000  # steps per fused-runner call: progress updates and Ctrl-C come between chunks
+
+
+class Simulation:
+    """One trajectory, stepped from Python: `run()` it, or `step()` it and look at
+    `arrays` (the state as a namedtuple of NumPy arrays) between steps.
+
+    `S` and `P` are the kernels' views of `arrays` and `params` (shared memory).
+    """
+
+    def __init__(self, cfg, bundle=None):
+        self.cfg = cfg
+        self.bundle = bundle if bundle is not None else load_bundle(cfg.model)
+        self.params = build_params(cfg, self.bundle)
+        self.P = pack_params(self.params)
+        self.seed_seq = rng_mod.seed_sequence(cfg.seed)
+        gens = rng_mod.streams(self.seed_seq)
+        self.executor = make_executor(cfg.executor, cfg.executor_options)
+        self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
+        self.executor.reset(self.P, gens["executor"])
+        self.scheduler.reset(self.P, gens["scheduler"])
+        # The autoscaler acts through the control plane between kernel calls (D17).
+        self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
+        self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
+        self.control = ControlPlane(self.autoscaler, cfg, self.params)
+        self.steps = int(cfg.steps)
+        for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
+            if hasattr(policy, "prepare"):
+                policy.prepare(self.params, self.steps)
+        self.arrays = allocate(self.params, self.steps)
+        self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
+        self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
+        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps)  # D18; inactive by default
+        self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
+        self.S = pack_state(self.arrays)
+        self.control.start(self.arrays)
+        online, age, next_change = stationary_availability(self.params, gens["init"])
+        _init_state(self.S, self.P, online, age, next_change)
+        self.t = 0
+        self._grown_at = -1
+
+    def step(self) -> None:
+        """Advance one step: the control plane's due actions, factors 1-6, then the
+        executor, then the scheduler."""
+        self.act_control()
+        self.advance()
+        self.act_executor()
+        self.act_scheduler()
+        self.t += 1
+
+    def advance(self) -> None:
+        """Factors 1-6 of step `t` (the state update before the policies act)."""
+        if needs_growth(self.S, self.P):
+            self._grow()
+        dynamics_step(self.S, self.P, self.t)
+
+    def _grow(self) -> None:
+        self.arrays = grow_if_needed(self.arrays, self.params)
+        self.S = pack_state(self.arrays)
+
+    def act_control(self) -> None:
+        """What the autoscaler's control plane has due at the start of step `t` (D17)."""
+        if self.t >= self.control.next_event:
+            self.control.act(self.arrays, self.t)
+
+    def act_executor(self) -> None:
+        self.executor.act(self.S, self.P, self.t)
+
+    def act_scheduler(self) -> None:
+        self.scheduler.act(self.S, self.P, self.t)
+
+    def run(self, progress: bool = True, fused: bool = True, until: int | None = None) -> RunRecord:
+        """Run to the last step (or to step `until`) and return the record so far.
+
+        With `fused` (the default), policies built on `policies.base` advance CHUNK
+        steps per kernel call (`policies.runner`); other policies, or `fused=False`,
+        go through `step()` every step. Both give the same trajectory."""
+        t0 = time.perf_counter()
+        stop = self.steps if until is None else min(int(until), self.steps)
+        runner = fused_runner(self.scheduler, self.executor) if fused else None
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=self.steps, unit="step", unit_scale=True, mininterval=0.5,
+                       desc=f"{self.cfg.scheduler} N={self.params.n_users}")
+        try:
+            while self.t < stop:
+                if runner is None:
+                    self.step()
+                else:
+                    # Chunks end where the control plane must act (never for `fixed`).
+                    self.act_control()
+                    self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
+                if bar is not None and (runner is not None or self.t % 1000 == 0):
+                    bar.update(self.t - bar.n)
+            if bar is not None:
+                bar.update(self.t - bar.n)
+        finally:
+            if bar is not None:
+                bar.close()
+        return self.record(wall_time_s=time.perf_counter() - t0)
+
+    def run_to(self, stop: int) -> None:
+        """Advance to step `stop` on the fused path, like `run`, but without building a
+        record: for callers that act between short stretches of steps (the Gymnasium
+        environment, gmm_volunteer.optimisation.env). The policies' current options
+        are read here, so options changed since the last call take effect now."""
+        stop = min(int(stop), self.steps)
+        runner = fused_runner(self.scheduler, self.executor)
+        while self.t < stop:
+            if runner is None:
+                self.step()
+            else:
+                self.act_control()
+                self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
+
+    def _run_chunk(self, runner, end: int) -> None:
+        """Steps t..end-1 through the fused runner, growing pools where it stops."""
+        while self.t < end:
+            t = runner(self.S, self.P, self.t, end)
+            if t < end:  # the pools must grow before step t
+                if t == self._grown_at:  # grown here already, and the runner stopped again
+                    raise RuntimeError(f"step {t}: growing the state's pools did not make room")
+                self._grown_at = t
+                self._grow()
+            self.t = t
+
+    def record(self, wall_time_s: float = float("nan")) -> RunRecord:
+        """The run's record up to the current step."""
+        cfg, S, T = self.cfg, self.arrays, self.t
+        n = int(S.n_lg[0])
+        attrs = {
+            "config": cfg.to_yaml(),
+            "seed_entropy": str(self.seed_seq.entropy),
+            "gmmv_version": __version__,
+            "model_bundle": str(cfg.model),
+            "model_provisional": bool(self.bundle.provisional),
+            "steps": T,
+            "users": self.params.n_users,
+            "scheduler": cfg.scheduler,
+            "executor": cfg.executor,
+            "user_capacity": float(cfg.users.capacity),
+            "server_capacity": float(cfg.server.capacity),
+            "autoscaler": cfg.autoscaler,
+            "wall_time_s": wall_time_s,
+        }
+        return RunRecord(
+            request_user=S.lg_user[:n].copy(),
+            request_type=S.lg_type[:n].copy(),
+            request_start=S.lg_start[:n].copy(),
+            request_end=S.lg_end[:n].copy(),
+            request_outcome=S.lg_out[:n].copy(),
+            online_users=S.ser_online[:T].copy(),
+            active_requests=S.ser_active[:T].copy(),
+            server_allocation=S.ser_salloc[:T].copy(),
+            server_consumption=S.ser_scons[:T].copy(),
+            user_consumption=S.ser_ucons[:T].copy(),
+            subtask_events=S.ser_ev[:T].copy(),
+            completed_work=S.ser_work[:T].copy(),
+            request_type_names=tuple(t.name for t in self.bundle.task_types),
+            attrs=attrs,
+            dedicated_capacity=self.control.capacity_series(T),
+            scaling_actions=self.control.action_table(),
+            scaling_action_cost=self.control.action_costs(T),
+            **self._policy_series(T),
+        )
+
+    def _policy_series(self, T: int) -> dict:
+        series, coords = {}, {}
+        for policy in (self.executor, self.scheduler):
+            if hasattr(policy, "record_series"):
+                s, c = policy.record_series(T)
+                series.update(s)
+                coords.update(c)
+        return {"policy_series": series, "policy_coords": coords}
+
+
+def simulate(cfg, progress: bool = True) -> RunRecord:
+    """Run one trajectory of `cfg` (a validated RunConfig) and return its record."""
+    return Simulation(cfg).run(progress=progress)

@@ -1,0 +1,186 @@
+"""Allocations a_t: one ARMA per resource and online node (paper 2.2).
+
+The histories of the online nodes are stored densely, resource by resource: resource r
+owns rows ``P.al_yoff[r] ...`` (p_r + 1 of them) of ``al_y[slot row, node row]`` and
+``P.al_eoff[r] ...`` (q_r + 1) of ``al_e``; node row 0 is the server and 1 + k the user
+at position k of the online list. All node rows share the ring phase: the value of step
+t sits in slot ``t mod (p_r + 1)``, one slot more than the lags read, so that the slot
+written is never one being read. A step of resource r is then a loop over contiguous
+node rows per lag, which the compiler vectorizes and which streams through memory. When
+a user goes offline the last row moves into its place, as the online list does; under
+``allocation.restart: freeze`` its history is parked per node and restored, rotated to
+the new phase, when it returns.
+
+The server's maximum allocation is state, ``S.srv_cap`` (one value per resource), which
+the control plane changes when an autoscaler scales the server (docs/model.md D17);
+the users' maximum is the parameter ``P.amax[1]``.
+
+Node class c (0 server, 1 users) has its own fraction mean and sd, ``P.al_mean[c]``,
+``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
+``server.allocation``, ``users.allocation``). The server's innovations come from
+``STREAM_SERVER`` and the users' from ``STREAM_ALLOCATION``, so the server's path is the
+same whatever the number of users online, their capacity or the policies. A class whose
+sd is 0 for every resource (``P.al_const[c]``, e.g. the dedicated server by default)
+draws nothing: its allocation is mean x maximum every step and its history rows are
+left alone.
+
+Draw order and arithmetic are those of one scalar recursion per node and resource
+(innovations: per stream, nodes in row order, resources inner), so the layout changes
+speed, not values.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.model.kernels.arma import yeo_johnson_inverse
+from gmm_volunteer.model.params import N_RES
+from gmm_volunteer.model.rng import STREAM_ALLOCATION, STREAM_SERVER, fill_normals, normal
+
+
+@njit(cache=True, inline="always")
+def node_row(S, v):
+    """Row of node v's allocation history (v online, or the server)."""
+    return 0 if v == 0 else S.on_pos[v] + 1
+
+
+@njit(cache=True, inline="always")
+def _fraction(P, c, r, z):
+    """Inverse Yeo-Johnson of an ARMA value, as a fraction of the maximum allocation of
+    node class c (paper 2.2: rescaled by the node-specific mean and sd, clipped)."""
+    frac = P.al_mean[c, r] + P.al_sd[c, r] * yeo_johnson_inverse(P.al_zm[r] + P.al_zsd[r] * z, P.al_lam[r])
+    return min(max(frac, 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _constant(P, c, r):
+    """The fraction of a class that draws nothing (sd 0): its mean, clipped like a draw."""
+    return min(max(P.al_mean[c, r], 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _y_slot(P, r, t):
+    return P.al_yoff[r] + t % (P.al_p[r] + 1)
+
+
+@njit(cache=True, inline="always")
+def _e_slot(P, r, t):
+    return P.al_eoff[r] + t % (P.al_q[r] + 1)
+
+
+@njit(cache=True)
+def _draw_row(S, P, row, v, t):
+    """One ARMA step of every resource of one row at phase t, written to a_t of v."""
+    al_y, al_e, st = S.al_y, S.al_e, S.rng
+    cls = 0 if v == 0 else 1
+    amax = S.srv_cap if v == 0 else P.amax[1]
+    if P.al_const[cls]:
+        for r in range(N_RES):
+            S.alloc[v, r] = _constant(P, cls, r) * amax[r]
+        return
+    stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
+    for r in range(N_RES):
+        eps = P.al_sigma[r] * normal(st, stream)
+        z = eps
+        for i in range(P.al_p[r]):
+            z += P.al_ar[r, i] * al_y[_y_slot(P, r, t - 1 - i), row]
+        for j in range(P.al_q[r]):
+            z += P.al_ma[r, j] * al_e[_e_slot(P, r, t - 1 - j), row]
+        al_y[_y_slot(P, r, t), row] = z
+        al_e[_e_slot(P, r, t), row] = eps
+        S.alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
+
+
+@njit(cache=True)
+def allocation_restart(S, P, v, t):
+    """Node v's allocation history starts afresh before step t, after a burn-in of
+    `allocation.burn_in_steps` draws (docs/model.md)."""
+    row = node_row(S, v)
+    S.al_y[:, row] = 0.0
+    S.al_e[:, row] = 0.0
+    for b in range(P.burn_in):
+        _draw_row(S, P, row, v, t - P.burn_in + b)
+
+
+@njit(cache=True)
+def allocation_leave(S, P, v, t):
+    """User v goes offline in step t (before it leaves the online list): park its history
+    when histories freeze, then move the last row into its place."""
+    row = node_row(S, v)
+    last = S.n_on[0]  # row of the user at the end of the online list
+    al_y, al_e = S.al_y, S.al_e
+    if P.restart == 1:  # parked by lag: lag 0 is step t - 1
+        for r in range(N_RES):
+            for lag in range(P.al_p[r] + 1):
+                S.al_park_y[v, P.al_yoff[r] + lag] = al_y[_y_slot(P, r, t - 1 - lag), row]
+            for lag in range(P.al_q[r] + 1):
+                S.al_park_e[v, P.al_eoff[r] + lag] = al_e[_e_slot(P, r, t - 1 - lag), row]
+    if row != last:
+        al_y[:, row] = al_y[:, last]
+        al_e[:, row] = al_e[:, last]
+
+
+@njit(cache=True)
+def allocation_enter(S, P, v, t):
+    """User v came online in step t (it is already on the online list)."""
+    if P.restart == 0:
+        allocation_restart(S, P, v, t)
+        return
+    row = node_row(S, v)
+    for r in range(N_RES):
+        for lag in range(P.al_p[r] + 1):
+            S.al_y[_y_slot(P, r, t - 1 - lag), row] = S.al_park_y[v, P.al_yoff[r] + lag]
+        for lag in range(P.al_q[r] + 1):
+            S.al_e[_e_slot(P, r, t - 1 - lag), row] = S.al_park_e[v, P.al_eoff[r] + lag]
+
+
+@njit(cache=True)
+def step_allocations(S, P, t):
+    """Factor a_t for the server and every online user (paper 2.2)."""
+    n = S.n_on[0] + 1
+    al_y, al_e, raw = S.al_y, S.al_e, S.al_normals
+    # Rows lo..hi-1 run the ARMA: the server's row 0 unless it is constant, the users'
+    # rows 1..n-1 unless they are.
+    lo = 1 if P.al_const[0] else 0
+    hi = 1 if P.al_const[1] else n
+    # Innovations in the order of one scalar recursion per node (row-major: node, then
+    # resource), each node class from its own stream, drawn as blocks; resource r's
+    # innovation of row k is sigma_r * raw[k * N_RES + r].
+    if lo == 0:
+        fill_normals(S.rng, STREAM_SERVER, raw, N_RES)
+    if hi > 1:
+        fill_normals(S.rng, STREAM_ALLOCATION, raw[N_RES:], (n - 1) * N_RES)
+    for r in range(N_RES):
+        sigma = P.al_sigma[r]
+        yw, ew = al_y[_y_slot(P, r, t)], al_e[_e_slot(P, r, t)]
+        for row in range(lo, hi):
+            ew[row] = sigma * raw[row * N_RES + r]
+            yw[row] = ew[row]
+        for i in range(P.al_p[r]):
+            c, yl = P.al_ar[r, i], al_y[_y_slot(P, r, t - 1 - i)]
+            for row in range(lo, hi):
+                yw[row] += c * yl[row]
+        for j in range(P.al_q[r]):
+            c, el = P.al_ma[r, j], al_e[_e_slot(P, r, t - 1 - j)]
+            for row in range(lo, hi):
+                yw[row] += c * el[row]
+    # a_t: node by node, so that each node's allocation row is written once.
+    # The server's maximum is state (`S.srv_cap`, set by the control plane: D17); the
+    # users' stays the parameter P.amax[1].
+    alloc, on_list, amax, cap = S.alloc, S.on_list, P.amax, S.srv_cap
+    slot = np.empty(N_RES, np.int64)
+    for r in range(N_RES):
+        slot[r] = _y_slot(P, r, t)
+        if lo == 0:
+            alloc[0, r] = _fraction(P, 0, r, al_y[slot[r], 0]) * cap[r]
+        else:
+            alloc[0, r] = _constant(P, 0, r) * cap[r]
+    if hi > 1:
+        for row in range(1, n):
+            v = on_list[row - 1]
+            for r in range(N_RES):
+                alloc[v, r] = _fraction(P, 1, r, al_y[slot[r], row]) * amax[1, r]
+    else:
+        for row in range(1, n):
+            v = on_list[row - 1]
+            for r in range(N_RES):
+                alloc[v, r] = _constant(P, 1, r) * amax[1, r]

@@ -1,0 +1,351 @@
+"""Consumption c_t and phase completions d^x, d^y (paper 2.2), with progress from the
+resources granted (docs/model.md, "Progress from granted resources").
+
+Each active batch and each running subtask-data download carries its own ARMA history
+per consumed resource; its value, rescaled with scaling statistics interpolated (IDW) at
+its level (batch size, or the node's current bandwidth allocation), is what it asks for
+in the step. The node then grants shares: transfers divide the node's bandwidth and the
+server's proportionally; CPU is shared proportionally to the demands and is
+work-conserving inside the step (a batch that finishes early hands its share to the
+others for the rest of the step). A phase needs work (`ops.phase_work`: CPU-seconds to
+execute, megabits to transfer) and advances by what it was granted; it completes when
+its work is done, so work completed never exceeds the resources granted. Consumption is
+recorded as used (a finishing batch uses only what it needed); memory is never scaled:
+it is a hard limit the executor enforces, and c_t is recorded before it acts.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.model.kernels.arma import arma_next, arma_value, idw_weights
+from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
+from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
+from gmm_volunteer.model.params import (
+    BAND_IN,
+    BAND_OUT,
+    CPU,
+    DOWNLOAD,
+    EXECUTION,
+    LEVEL_BAND_IN,
+    LEVEL_BAND_OUT,
+    LEVEL_BATCH,
+    LOADING,
+    MAX_BATCH_TABLE,
+    MEMORY,
+    N_CRES,
+    STORAGE,
+)
+
+STAGE_DATA = 0
+
+
+@njit(cache=True, inline="always")
+def _touch(S, v, t):
+    if S.nd_tstamp[v] != t:
+        S.nd_tstamp[v] = t
+        S.nd_touched[S.n_touched[0]] = v
+        S.n_touched[0] += 1
+        for r in range(N_CRES):
+            S.nd_cons[v, r] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
+    """Consumption of batch/download `a` (row of hist, out) at `level`; its
+    innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
+
+    Statistics are IDW-interpolated at the level clamped to the measured range (IDW
+    does not extrapolate); batch-size levels up to MAX_BATCH_TABLE are looked up in
+    `P.bt_mean`/`P.bt_sd`, which hold the same interpolation. The bandwidth a transfer
+    uses is interpolated as a fraction of its level and rescaled to the node's actual
+    level, so a node with twice the bandwidth transfers twice as fast (docs/model.md).
+    Arrays are indexed in place: slicing a parameter row per sample costs more than the
+    arithmetic.
+    """
+    nl = P.n_levels[stage]
+    knots = P.levels
+    kind = P.level_kind[stage]
+    tabulated = kind == LEVEL_BATCH and size <= MAX_BATCH_TABLE
+    if not tabulated:
+        q = min(max(level, knots[stage, 0]), knots[stage, nl - 1])
+        idw_weights(q, knots[stage], nl, P.idw_power, w)
+    st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
+    band = BAND_IN if kind == LEVEL_BAND_IN else (BAND_OUT if kind == LEVEL_BAND_OUT else -1)
+    cs_ar, cs_ma = P.cs_ar, P.cs_ma
+    for r in range(N_CRES):
+        if not has[stage, r]:
+            out[a, r] = 0.0
+            continue
+        mean = 0.0
+        sd = 0.0
+        if tabulated:
+            mean = P.bt_mean[stage, m, size, r]
+            sd = P.bt_sd[stage, m, size, r]
+        elif r == band:
+            for l in range(nl):
+                mean += w[l] * st_mean[stage, m, r, l] / knots[stage, l]
+                sd += w[l] * st_sd[stage, m, r, l] / knots[stage, l]
+            mean *= level
+            sd *= level
+        else:
+            for l in range(nl):
+                mean += w[l] * st_mean[stage, m, r, l]
+                sd += w[l] * st_sd[stage, m, r, l]
+        eps = P.cs_sigma[stage, r] * nrm[at]
+        at += 1
+        z = arma_next(hist, a, pos, cs_ar, cs_ma, stage, r, P.cs_p[stage, r], P.cs_q[stage, r],
+                      P.cs_yoff[stage, r], P.cs_ymask[stage, r], P.cs_eoff[stage, r], P.cs_emask[stage, r], eps)
+        val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
+        out[a, r] = val if val > 0.0 else 0.0
+    return at
+
+
+@njit(cache=True, inline="always")
+def _level(S, P, stage, v, size):
+    kind = P.level_kind[stage]
+    if kind == LEVEL_BATCH:
+        return float(size)
+    if kind == LEVEL_BAND_IN:
+        return S.alloc[v, BAND_IN]
+    return S.alloc[v, BAND_OUT]
+
+
+@njit(cache=True)
+def _node_totals(S):
+    """Per-node sums of the active batches and the running downloads (nd_cons)."""
+    nd_cons, touched = S.nd_cons, S.nd_touched
+    for k in range(S.n_touched[0]):
+        v = touched[k]
+        for r in range(N_CRES):
+            nd_cons[v, r] = 0.0
+    b_list, b_node, b_cons = S.b_list, S.b_node, S.b_cons
+    for k in range(S.n_b[0]):
+        b = b_list[k]
+        v = b_node[b]
+        for r in range(N_CRES):
+            nd_cons[v, r] += b_cons[b, r]
+    dl_run, dl_node, dl_cons = S.dl_run, S.dl_node, S.dl_cons
+    for k in range(S.n_dlrun[0]):
+        d = dl_run[k]
+        v = dl_node[d]
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
+
+
+@njit(cache=True, inline="always")
+def _scale(cons, a, v, S, g_in, g_out):
+    """Apply node factors (and, for user transfers, the server-side ones) to row a."""
+    fac = S.nd_fac
+    cons[a, BAND_IN] *= fac[v, 0]
+    cons[a, BAND_OUT] *= fac[v, 1]
+    cons[a, CPU] *= fac[v, 2]
+    if v > 0:
+        cons[a, BAND_IN] *= g_in
+        cons[a, BAND_OUT] *= g_out
+
+
+@njit(cache=True, inline="always")
+def _remaining(S, P, b):
+    """Work batch b still needs in its phase (CPU %-s or Mbit)."""
+    return (1.0 - S.b_done[b]) * phase_work(S, P, b)
+
+
+@njit(cache=True, inline="always")
+def _share_time_one(u, d, capacity, demand):
+    """`cpu_share_time`'s loop for a single executing consumer (same arithmetic)."""
+    elapsed = 0.0
+    vt = 0.0
+    rest = demand
+    phi = min(1.0, capacity / rest) if rest > 0.0 else 1.0
+    dt = (u - vt) / phi
+    if elapsed + dt >= 1.0:
+        return vt + (1.0 - elapsed) * phi
+    elapsed += dt
+    vt = u
+    rest -= d
+    if rest <= 1e-12 * demand:
+        return 1.0
+    return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
+
+
+@njit(cache=True)
+def cpu_share_time(S, P, v, capacity, demand):
+    """Virtual time of node v's CPU in this step under proportional, work-conserving
+    sharing: every CPU consumer on v progresses at phi * its demand, phi = min(1,
+    capacity / demand still present), and an executing batch leaves when its remaining
+    work is done, returning its share to the others. Returns V in [0, 1]: a consumer
+    that asks d and has not finished used V * d; an executing batch finished iff its
+    remaining work / its demand <= V. (With demand <= capacity, V = 1.)"""
+    if demand <= capacity:
+        return 1.0
+    if capacity <= 0.0:  # no share, no progress
+        return 0.0
+    # One walk counts the executing consumers and keeps the first; a node usually has one
+    # (volunteers), and then no arrays are needed.
+    n = 0
+    first = -1
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
+            if n == 0:
+                first = b
+            n += 1
+        b = S.b_nnext[b]
+    if n == 1:
+        u1 = _remaining(S, P, first) / S.b_cons[first, CPU]
+        return _share_time_one(u1, S.b_cons[first, CPU], capacity, demand)
+    u = np.empty(n)
+    d = np.empty(n)
+    n = 0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
+            u[n] = _remaining(S, P, b) / S.b_cons[b, CPU]
+            d[n] = S.b_cons[b, CPU]
+            n += 1
+        b = S.b_nnext[b]
+    order = np.argsort(u, kind="mergesort")
+    elapsed = 0.0  # real time of the step used so far
+    vt = 0.0  # virtual time: seconds of progress at full demand
+    rest = demand  # demand of the consumers still present
+    for k in range(n):
+        i = order[k]
+        phi = min(1.0, capacity / rest) if rest > 0.0 else 1.0
+        dt = (u[i] - vt) / phi
+        if elapsed + dt >= 1.0:
+            return vt + (1.0 - elapsed) * phi
+        elapsed += dt
+        vt = u[i]
+        rest -= d[i]
+    if rest <= 1e-12 * demand:  # every consumer finished inside the step
+        return 1.0
+    return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
+
+
+@njit(cache=True)
+def step_consumption(S, P, t):
+    """Factor c_t: sample demands, grant shares, advance work; record server and user
+    totals of what was used."""
+    S.n_touched[0] = 0
+    w = np.empty(P.levels.shape[1])
+    # Running downloads (node online, readiness LOADING), in download-list order, go to
+    # dl_run: the sampling, the later passes and the completions visit only them.
+    dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
+    dl_run = S.dl_run
+    n_run = 0
+    # (Paused and frozen downloads had their consumption set to zero when they stopped.)
+    for k in range(S.n_dl[0]):
+        d = dl_list[k]
+        if online[dl_node[d]] and rd_state[dl_node[d], dl_sub[d]] == LOADING:
+            dl_run[n_run] = d
+            n_run += 1
+    # The innovations of every sample of this step, drawn as one block in the order the
+    # samples use them (batches, then downloads; modelled resources in order).
+    n_has = P.cs_nhas
+    b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
+    n_eps = n_run * n_has[STAGE_DATA]
+    for k in range(S.n_b[0]):
+        n_eps += n_has[b_phase[b_list[k]]]
+    nrm = S.cs_normals
+    fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
+    at = 0
+    b_h, b_cons, sub_type = S.b_h, S.b_cons, P.sub_type
+    for k in range(S.n_b[0]):
+        b = b_list[k]
+        v = b_node[b]
+        _touch(S, v, t)
+        stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
+        level = _level(S, P, stage, v, b_size[b])
+        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_h, b, t - b_born[b], b_cons, w)
+    for k in range(n_run):
+        d = dl_run[k]
+        v = dl_node[d]
+        _touch(S, v, t)
+        level = _level(S, P, STAGE_DATA, v, 1)
+        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
+    S.n_dlrun[0] = n_run
+    _node_totals(S)
+    # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
+    # is the node's virtual time (cpu_share_time), the share of a consumer that does not
+    # finish inside the step.
+    u_in = 0.0
+    u_out = 0.0
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for f, r in ((0, BAND_IN), (1, BAND_OUT)):
+            c = S.nd_cons[v, r]
+            S.nd_fac[v, f] = S.alloc[v, r] / c if c > S.alloc[v, r] else 1.0
+        S.nd_fac[v, 2] = cpu_share_time(S, P, v, S.alloc[v, CPU], S.nd_cons[v, CPU])
+        if v > 0:
+            u_in += S.nd_cons[v, BAND_IN] * S.nd_fac[v, 0]
+            u_out += S.nd_cons[v, BAND_OUT] * S.nd_fac[v, 1]
+    # User downloads come from the server's outbound link, uploads go to its inbound one.
+    g_in = S.alloc[0, BAND_OUT] / u_in if u_in > S.alloc[0, BAND_OUT] else 1.0
+    g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
+    for k in range(S.n_b[0]):
+        b = b_list[k]
+        v = b_node[b]
+        # The CPU demand before the share: an executing batch finishes iff its remaining
+        # work takes at most the node's virtual time at full demand.
+        demand = b_cons[b, CPU]
+        _scale(b_cons, b, v, S, g_in, g_out)
+        ph = b_phase[b]
+        r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
+        need = _remaining(S, P, b)
+        if ph == EXECUTION:
+            done = demand > 0.0 and need / demand <= S.nd_fac[v, 2]
+        else:
+            done = need <= b_cons[b, r]
+        if done:
+            b_cons[b, r] = need  # used only what it needed (over the 1 s step)
+            S.b_done[b] = 1.0
+        elif need > 0.0:
+            S.b_done[b] += (1.0 - S.b_done[b]) * b_cons[b, r] / need
+        if ph == EXECUTION:
+            S.nd_work[v] += b_cons[b, CPU] / 100.0
+    for k in range(n_run):
+        d = dl_run[k]
+        _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
+        # A download that completes uses only the missing bytes.
+        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[dl_node[d], dl_sub[d]])
+        if dl_cons[d, BAND_IN] > missing:
+            dl_cons[d, BAND_IN] = missing
+    _node_totals(S)
+    # Record c_t before the executor acts (paper 3.2, Fig. 4).
+    ucons = np.zeros(N_CRES)
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        if v > 0:
+            for r in range(N_CRES):
+                ucons[r] += S.nd_cons[v, r]
+    S.ser_scons[t, BAND_IN] = ucons[BAND_OUT]
+    S.ser_scons[t, BAND_OUT] = ucons[BAND_IN]
+    S.ser_scons[t, CPU] = S.nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
+    S.ser_scons[t, MEMORY] = S.nd_cons[0, MEMORY] if S.nd_tstamp[0] == t else 0.0
+    S.ser_scons[t, STORAGE] = S.rd_used[0]
+    for r in range(N_CRES):
+        S.ser_ucons[t, r] = ucons[r]
+    S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
+
+
+@njit(cache=True)
+def step_completions(S, P, t):
+    """Factors d^x, x and d^y, y: downloads accumulate, batches whose phase work is done
+    advance (the work of a finished execution is counted in `ser_work`)."""
+    # The downloads that ran in this step's consumption, latest in the list first.
+    for k in range(S.n_dlrun[0] - 1, -1, -1):
+        accumulate_download(S, P, S.dl_run[k], t)
+    S.n_dlrun[0] = 0
+    # Iterate backwards: a phase change never creates a batch (it transitions in place or
+    # merges into one already visited), so a swap-remove only moves visited entries.
+    n0 = S.n_b[0]
+    for k in range(n0 - 1, -1, -1):
+        if k >= S.n_b[0]:
+            continue
+        b = S.b_list[k]
+        if S.b_done[b] >= 1.0:
+            if S.b_phase[b] == EXECUTION:
+                S.ser_work[t, 0 if S.b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
+            batch_advance(S, P, b, t)
+        else:
+            S.b_age[b] += 1

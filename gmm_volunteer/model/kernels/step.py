@@ -1,0 +1,38 @@
+"""One step of the dynamics, factors 1-6 (paper 2.2), and the pool-capacity check.
+
+The policies (factor 7) act after `dynamics_step`; `engine.Simulation` calls them one by
+one, or a fused runner (`policies.fused`) runs whole chunks of steps in one kernel call.
+"""
+
+from numba import njit
+
+from gmm_volunteer.model.kernels.allocation import step_allocations
+from gmm_volunteer.model.kernels.consumption import step_completions, step_consumption
+from gmm_volunteer.model.kernels.people import step_availability, step_requests
+
+
+@njit(cache=True)
+def dynamics_step(S, P, t):
+    """Factors 1-6 of step t: availability, requests, allocations, consumption,
+    completions (offline resets happen with availability)."""
+    step_availability(S, P, t)
+    S.ser_online[t] = S.n_on[0]
+    step_requests(S, P, t)
+    S.ser_active[t] = S.n_rq[0]
+    step_allocations(S, P, t)
+    for r in range(S.alloc.shape[1]):
+        S.ser_salloc[t, r] = S.alloc[0, r]
+    step_consumption(S, P, t)
+    step_completions(S, P, t)
+
+
+@njit(cache=True)
+def needs_growth(S, P):
+    """Whether a pool could run out during the next step (`state.grow_if_needed` has the
+    bounds: new batches, new downloads, ended requests, timer pushes)."""
+    return (
+        S.n_bfree[0] < S.n_rq[0] * P.max_slots + S.n_b[0] + 64
+        or S.n_dlfree[0] < S.n_on[0] + 64
+        or S.n_lg[0] + P.n_nodes + 8 > S.lg_user.shape[0]
+        or S.rh_n[0] + 2 * P.n_nodes + 8 > S.rh_t.shape[0]
+    )

@@ -1,0 +1,445 @@
+"""Compile a run config and a model bundle into the flat arrays the kernels read.
+
+Everything the numba kernels need is in one `Params` namedtuple of scalars and arrays,
+built once per run. Index conventions (used throughout the kernels):
+
+* nodes v = 0..N: v = 0 is the server, v = i is user i's device (paper 2.1);
+* resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage (`constants.RESOURCES`);
+* subtasks j = 0..J-1: one per (task type k, slot p) pair, in task order (paper 2.2 indexes
+  readiness by (v, k, p)); subtask j runs subtask type (CV model) `sub_type[j]`;
+* consumption stages s: 0 data_download, 1 input_download, 2 execution, 3 upload;
+* execution phases: 0 idle, 1 download, 2 execution, 3 upload, 4 done.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+from numba import njit
+from numba.experimental import structref
+
+import numpy as np
+
+from gmm_volunteer.model import laws
+from gmm_volunteer.io.bundle import STAGES, Bundle
+from gmm_volunteer.model.kernels.arma import batch_level_statistics
+from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
+    BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, MEMORY, N_CRES, N_RES, RESOURCES, STORAGE,
+)
+from gmm_volunteer.model.structs import ParamsStruct
+
+IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
+EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
+LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
+MAX_BATCH_TABLE = 512  # memory and work estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
+WORK_LOGNORMAL, WORK_EXPONENTIAL = range(2)  # law of a batch's execution work around its mean
+
+PARAM_FIELDS = (
+    # sizes
+    "n_users n_nodes n_sub n_task n_types max_slots hist "
+    # availability and requests
+    "on_law off_law think_law patience_law type_cum "
+    # tasks and subtasks
+    "task_nsub task_sub sub_type sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
+    # work a phase needs (progress from granted resources)
+    "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
+    # allocations
+    "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
+    # consumption
+    "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
+    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist"
+).split()
+Params = namedtuple("Params", PARAM_FIELDS)
+
+# Field types of Params (the kernels' struct type is built from this; build_params casts
+# to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
+PARAM_SPEC = {
+    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
+    **{k: "f" for k in "min_data_mb idw_power".split()},
+    **{k: (np.float64, 1) for k in (
+        "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
+        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb").split()},
+    **{k: (np.int64, 1) for k in (
+        "task_nsub sub_type al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
+    **{k: (np.float64, 2) for k in (
+        "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels").split()},
+    **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
+    "cs_has": (np.bool_, 2),
+    **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
+    **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
+}
+assert set(PARAM_SPEC) == set(PARAM_FIELDS)
+
+
+def _cast(name, value):
+    kind = PARAM_SPEC[name]
+    if kind == "i":
+        return int(value)
+    if kind == "f":
+        return float(value)
+    dtype, ndim = kind
+    arr = np.ascontiguousarray(value, dtype=dtype)
+    if arr.ndim != ndim:
+        raise ValueError(f"Params.{name}: expected {ndim} dimensions, got {arr.ndim}")
+    return arr
+
+
+def _numba_type(kind):
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    if kind == "i":
+        return types.int64
+    if kind == "f":
+        return types.float64
+    dtype, ndim = kind
+    return types.Array(from_dtype(np.dtype(dtype)), ndim, "C")
+
+
+PARAMS_TYPE = ParamsStruct([(name, _numba_type(PARAM_SPEC[name])) for name in PARAM_FIELDS])
+
+
+def dist_law(d) -> np.ndarray:
+    """[kind, a, b] for a config distribution (`laws.law_array`)."""
+    return d.law()
+
+
+def memory_table(batch_sizes, execution_mb, n_max: int = MAX_BATCH_TABLE) -> np.ndarray:
+    """Execution-memory estimate m^y for batch sizes 0..n_max (paper 2.3).
+
+    Linear interpolation between measured batch sizes, linear extrapolation beyond the
+    largest one (from the last two knots), zero for an empty batch.
+    """
+    xs = np.asarray(batch_sizes, dtype=np.float64)
+    ys = np.asarray(execution_mb, dtype=np.float64)
+    n = np.arange(n_max + 1, dtype=np.float64)
+    out = np.interp(n, xs, ys)
+    if len(xs) >= 2:
+        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        beyond = n > xs[-1]
+        out[beyond] = ys[-1] + slope * (n[beyond] - xs[-1])
+    # Below the smallest measured size, scale down proportionally (m(0) = 0).
+    below = n < xs[0]
+    out[below] = ys[0] * n[below] / xs[0]
+    return np.maximum(out, 0.0)
+
+
+_WORK_CODES = {"lognormal": WORK_LOGNORMAL, "exponential": WORK_EXPONENTIAL}
+
+
+def work_table(batch_sizes, mean_cpu_s, n_max: int = MAX_BATCH_TABLE) -> np.ndarray:
+    """Mean execution work (CPU-seconds) of a batch of n subtasks, n = 0..n_max.
+
+    Linear interpolation between measured batch sizes, linear extrapolation beyond the
+    largest (from the last two knots) and proportional below the smallest, as for the
+    memory estimates (`memory_table`): the same rules, so one helper. A single measured
+    size gives work proportional to the batch size."""
+    if len(batch_sizes) == 1:
+        return float(mean_cpu_s[0]) / float(batch_sizes[0]) * np.arange(n_max + 1, dtype=np.float64)
+    return memory_table(batch_sizes, mean_cpu_s, n_max)
+
+
+def _arma_arrays(blocks, hist):
+    n = len(blocks)
+    p = np.zeros(n, np.int64)
+    q = np.zeros(n, np.int64)
+    ar = np.zeros((n, hist))
+    ma = np.zeros((n, hist))
+    sigma = np.zeros(n)
+    lam = np.ones(n)
+    zm = np.zeros(n)
+    zsd = np.ones(n)
+    for i, (arma, yj) in enumerate(blocks):
+        if arma is None:
+            continue
+        p[i], q[i] = arma.order
+        ar[i, : p[i]] = arma.ar
+        ma[i, : q[i]] = arma.ma
+        sigma[i] = arma.sigma
+        lam[i], zm[i], zsd[i] = yj.lam, yj.z_mean, yj.z_sd
+    return p, q, ar, ma, sigma, lam, zm, zsd
+
+
+def history_length(bundle: Bundle) -> int:
+    orders = [m.arma.order for m in bundle.allocation.values()]
+    for stage in bundle.consumption.stages.values():
+        orders += [r.arma.order for r in stage.resources.values()]
+    need = max(1, max(max(p, q) for p, q in orders))
+    return 1 << (need - 1).bit_length()  # a power of two: ring indices by bit mask
+
+
+def _ring(order: int) -> int:
+    return 0 if order == 0 else 1 << (int(order) - 1).bit_length()
+
+
+def consumption_rings(cs_p, cs_q):
+    """Where each consumption ARMA keeps its history inside a batch's or download's row.
+
+    Per stage, resource by resource: a ring of z values (length the power of two >= p)
+    and a ring of innovations (>= q), side by side, so that a row holds only what its
+    models read (a few cache lines instead of N_CRES x 2 x hist values). Returns offsets,
+    masks and the row widths for batches (stages 1-3) and downloads (stage 0)."""
+    n_st, n_res = cs_p.shape
+    yoff, eoff = np.zeros((n_st, n_res), np.int64), np.zeros((n_st, n_res), np.int64)
+    ymask, emask = np.zeros((n_st, n_res), np.int64), np.zeros((n_st, n_res), np.int64)
+    width = np.zeros(n_st, np.int64)
+    for s in range(n_st):
+        cur = 0
+        for r in range(n_res):
+            ly, le = _ring(cs_p[s, r]), _ring(cs_q[s, r])
+            yoff[s, r], ymask[s, r] = cur, max(ly - 1, 0)
+            cur += ly
+            eoff[s, r], emask[s, r] = cur, max(le - 1, 0)
+            cur += le
+        width[s] = cur
+    return yoff, eoff, ymask, emask, max(1, int(width[1:].max())), max(1, int(width[0]))
+
+
+def build_params(cfg, bundle: Bundle) -> Params:
+    """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
+    n_users = int(cfg.users.count)
+    hist = history_length(bundle)
+    type_index = {s.name: m for m, s in enumerate(bundle.subtask_types)}
+    n_types = len(type_index)
+
+    probs = np.asarray(cfg.requests.type_probabilities, dtype=np.float64)
+    if len(probs) != len(bundle.task_types):
+        raise ValueError(
+            f"requests.type_probabilities has {len(probs)} entries but the model bundle "
+            f"defines {len(bundle.task_types)} task types "
+            f"({', '.join(t.name for t in bundle.task_types)})"
+        )
+    type_cum = np.cumsum(probs)
+    type_cum[-1] = 1.0
+
+    n_task = len(bundle.task_types)
+    max_slots = max(len(t.subtasks) for t in bundle.task_types)
+    task_nsub = np.array([len(t.subtasks) for t in bundle.task_types], np.int64)
+    task_sub = -np.ones((n_task, max_slots), np.int64)
+    sub_type = []
+    for k, task in enumerate(bundle.task_types):
+        for p, name in enumerate(task.subtasks):
+            task_sub[k, p] = len(sub_type)
+            sub_type.append(type_index[name])
+    sub_type = np.array(sub_type, np.int64)
+    n_sub = len(sub_type)
+    st = bundle.subtask_types
+    sub_data_mb = np.array([st[m].data_size_mb for m in sub_type])
+    sub_dl_mem = np.array([st[m].memory.download_mb for m in sub_type])
+    mem_est = np.stack([memory_table(st[m].memory.batch_sizes, st[m].memory.execution_mb) for m in sub_type])
+
+    base_vec = cfg.base_profile.as_array()
+    amax = np.stack([cfg.server.maximum(base_vec), base_vec * cfg.users.capacity])
+
+    alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in RESOURCES]
+    al_p, al_q, al_ar, al_ma, al_sigma, al_lam, al_zm, al_zsd = _arma_arrays(alloc_blocks, hist)
+    # Rows of each resource in the allocation histories (kernels/allocation.py): p + 1
+    # slots of z values and q + 1 of innovations.
+    al_yoff = np.concatenate([[0], np.cumsum(al_p + 1)[:-1]]).astype(np.int64)
+    al_eoff = np.concatenate([[0], np.cumsum(al_q + 1)[:-1]]).astype(np.int64)
+    # Mean and sd of the allocation fraction per node class (0 server, 1 users) and
+    # resource (paper 2.2: node-specific; config server.allocation, users.allocation).
+    # A class whose sd is 0 for every resource is constant, mean x amax: it draws nothing.
+    fitted = {r: (bundle.allocation[r].mean, bundle.allocation[r].sd) for r in RESOURCES}
+    laws = (cfg.server.allocation, cfg.users.allocation)
+    al_mean = np.stack([law.fractions(fitted)[0] for law in laws])
+    al_sd = np.stack([law.fractions(fitted)[1] for law in laws])
+    al_const = np.all(al_sd == 0.0, axis=1).astype(np.int64)
+
+    # Consumption: stage x consumption-resource ARMA blocks and scaling statistics.
+    cres = CONSUMPTION_RESOURCES
+    n_st = len(STAGES)
+    max_levels = max(len(bundle.consumption.stages[s].levels) for s in STAGES)
+    blocks, has = [], np.zeros((n_st, N_CRES), np.bool_)
+    levels = np.zeros((n_st, max_levels))
+    n_levels = np.zeros(n_st, np.int64)
+    level_kind = np.zeros(n_st, np.int64)
+    st_mean = np.zeros((n_st, n_types, N_CRES, max_levels))
+    st_sd = np.zeros((n_st, n_types, N_CRES, max_levels))
+    kinds = {"batch_size": LEVEL_BATCH, "band_in": LEVEL_BAND_IN, "band_out": LEVEL_BAND_OUT}
+    for s, sname in enumerate(STAGES):
+        stage = bundle.consumption.stages[sname]
+        n_levels[s] = len(stage.levels)
+        levels[s, : n_levels[s]] = stage.levels
+        level_kind[s] = kinds[stage.level]
+        for r, rname in enumerate(cres):
+            res = stage.resources.get(rname)
+            if res is None:
+                blocks.append((None, None))
+                continue
+            has[s, r] = True
+            blocks.append((res.arma, res.yeo_johnson))
+            st_mean[s, :, r, : n_levels[s]] = np.asarray(res.stats.mean)
+            st_sd[s, :, r, : n_levels[s]] = np.asarray(res.stats.sd)
+    cs = _arma_arrays(blocks, hist)
+    cs = [a.reshape((n_st, N_CRES) + a.shape[1:]) for a in cs]
+    cs_yoff, cs_eoff, cs_ymask, cs_emask, b_hist, dl_hist = consumption_rings(cs[0], cs[1])
+    idw_power = float(bundle.consumption.idw_power)
+    bt_mean, bt_sd = batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power,
+                                            LEVEL_BATCH, MAX_BATCH_TABLE)
+
+    # Work of a phase (docs/model.md, "Progress from granted resources"): mean CPU-seconds
+    # of a batch's execution per batch size, its law around the mean; transfer sizes.
+    wk_mean = np.stack([work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s) for m in sub_type])
+    wk_dist = np.array([_WORK_CODES[st[m].work.distribution] for m in sub_type], np.int64)
+    wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
+    sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
+    sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
+
+    raw = dict(
+        n_users=n_users,
+        n_nodes=n_users + 1,
+        n_sub=n_sub,
+        n_task=n_task,
+        n_types=n_types,
+        max_slots=max_slots,
+        hist=hist,
+        on_law=dist_law(cfg.availability.online),
+        off_law=dist_law(cfg.availability.offline),
+        think_law=dist_law(cfg.requests.think_time),
+        patience_law=dist_law(cfg.requests.patience),
+        type_cum=type_cum,
+        task_nsub=task_nsub,
+        task_sub=task_sub,
+        sub_type=sub_type,
+        sub_data_mb=sub_data_mb,
+        sub_dl_mem=sub_dl_mem,
+        # total size of the k largest subtask data, k = 0..n_sub (policies.common)
+        sub_heaviest=np.concatenate([[0.0], np.cumsum(np.sort(sub_data_mb)[::-1])]),
+        mem_est=mem_est,
+        wk_mean=wk_mean,
+        wk_dist=wk_dist,
+        wk_lsd=wk_lsd,
+        sub_in_mb=sub_in_mb,
+        sub_out_mb=sub_out_mb,
+        batching=1 if cfg.execution.batching else 0,
+        min_data_mb=float(sub_data_mb.min()),
+        amax=amax,
+        al_p=al_p,
+        al_q=al_q,
+        al_ar=al_ar,
+        al_ma=al_ma,
+        al_sigma=al_sigma,
+        al_lam=al_lam,
+        al_zm=al_zm,
+        al_zsd=al_zsd,
+        al_mean=al_mean,
+        al_sd=al_sd,
+        al_const=al_const,
+        al_yoff=al_yoff,
+        al_eoff=al_eoff,
+        restart=0 if cfg.allocation.restart == "burn_in" else 1,
+        burn_in=int(cfg.allocation.burn_in_steps),
+        cs_p=cs[0],
+        cs_q=cs[1],
+        cs_ar=cs[2],
+        cs_ma=cs[3],
+        cs_sigma=cs[4],
+        cs_lam=cs[5],
+        cs_zm=cs[6],
+        cs_zsd=cs[7],
+        cs_has=has,
+        cs_nhas=has.sum(axis=1),  # innovations per sample of each stage
+        level_kind=level_kind,
+        levels=levels,
+        n_levels=n_levels,
+        st_mean=st_mean,
+        st_sd=st_sd,
+        idw_power=idw_power,
+        bt_mean=bt_mean,
+        bt_sd=bt_sd,
+        cs_yoff=cs_yoff,
+        cs_eoff=cs_eoff,
+        cs_ymask=cs_ymask,
+        cs_emask=cs_emask,
+        b_hist=b_hist,
+        dl_hist=dl_hist,
+    )
+    return Params(**{k: _cast(k, v) for k, v in raw.items()})
+
+
+def mean_duration(law: np.ndarray) -> float:
+    """Mean of the continuous duration law (for the stationary availability start);
+    infinite for `never`."""
+    if int(law[0]) == laws.PARETO and law[2] <= 1.0:
+        raise ValueError("a Pareto availability law needs shape > 1 to have a stationary state")
+    return laws.mean(law)
+
+
+# Generated from PARAM_FIELDS: copies references, not data.
+@njit(cache=True)
+def _pack(T):
+    s = structref.new(PARAMS_TYPE)
+    s.n_users = T.n_users
+    s.n_nodes = T.n_nodes
+    s.n_sub = T.n_sub
+    s.n_task = T.n_task
+    s.n_types = T.n_types
+    s.max_slots = T.max_slots
+    s.hist = T.hist
+    s.on_law = T.on_law
+    s.off_law = T.off_law
+    s.think_law = T.think_law
+    s.patience_law = T.patience_law
+    s.type_cum = T.type_cum
+    s.task_nsub = T.task_nsub
+    s.task_sub = T.task_sub
+    s.sub_type = T.sub_type
+    s.sub_data_mb = T.sub_data_mb
+    s.sub_dl_mem = T.sub_dl_mem
+    s.sub_heaviest = T.sub_heaviest
+    s.mem_est = T.mem_est
+    s.wk_mean = T.wk_mean
+    s.wk_dist = T.wk_dist
+    s.wk_lsd = T.wk_lsd
+    s.sub_in_mb = T.sub_in_mb
+    s.sub_out_mb = T.sub_out_mb
+    s.batching = T.batching
+    s.min_data_mb = T.min_data_mb
+    s.amax = T.amax
+    s.al_p = T.al_p
+    s.al_q = T.al_q
+    s.al_ar = T.al_ar
+    s.al_ma = T.al_ma
+    s.al_sigma = T.al_sigma
+    s.al_lam = T.al_lam
+    s.al_zm = T.al_zm
+    s.al_zsd = T.al_zsd
+    s.al_mean = T.al_mean
+    s.al_sd = T.al_sd
+    s.al_const = T.al_const
+    s.al_yoff = T.al_yoff
+    s.al_eoff = T.al_eoff
+    s.restart = T.restart
+    s.burn_in = T.burn_in
+    s.cs_p = T.cs_p
+    s.cs_q = T.cs_q
+    s.cs_ar = T.cs_ar
+    s.cs_ma = T.cs_ma
+    s.cs_sigma = T.cs_sigma
+    s.cs_lam = T.cs_lam
+    s.cs_zm = T.cs_zm
+    s.cs_zsd = T.cs_zsd
+    s.cs_has = T.cs_has
+    s.cs_nhas = T.cs_nhas
+    s.level_kind = T.level_kind
+    s.levels = T.levels
+    s.n_levels = T.n_levels
+    s.st_mean = T.st_mean
+    s.st_sd = T.st_sd
+    s.idw_power = T.idw_power
+    s.bt_mean = T.bt_mean
+    s.bt_sd = T.bt_sd
+    s.cs_yoff = T.cs_yoff
+    s.cs_eoff = T.cs_eoff
+    s.cs_ymask = T.cs_ymask
+    s.cs_emask = T.cs_emask
+    s.b_hist = T.b_hist
+    s.dl_hist = T.dl_hist
+    return s
+
+
+def pack_params(P: Params):
+    """The kernels' view of `P` (a ParamsRef sharing its arrays)."""
+    return _pack(P)

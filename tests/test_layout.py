@@ -1,0 +1,140 @@
+"""The package's layout (docs/api.md, "Module map"): no import cycles, including ones
+hidden by imports inside functions; the package, tests, benchmarks and examples use the
+new module paths only; the old paths of 0.3 still give the very same module objects."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gmm_volunteer._moved import MOVED, new_name
+
+ROOT = Path(__file__).resolve().parents[1]
+# Modules kept only so that an old import keeps working; they import what replaced them.
+SHIMS = {"gmm_volunteer.policies.builtin", "gmm_volunteer.policies.fused"}
+
+
+def module_files(root: Path, package: str) -> dict[str, Path]:
+    files = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        files[name] = path
+    return files
+
+
+def imported_names(path: Path, name: str) -> set[str]:
+    """Every module named by an import statement of the file, at any depth (inside
+    functions, methods and `if` blocks too): ``a.b`` for ``import a.b``, and both ``a``
+    and ``a.x`` for ``from a import x`` (x may be a module or a name in a)."""
+    is_pkg = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names)
+    return found
+
+
+def import_graph(root: Path, package: str, exclude=frozenset()) -> dict[str, set[str]]:
+    """module -> the package's modules it imports (the longest existing prefix of
+    each imported name), shims excluded."""
+    files = {n: p for n, p in module_files(root, package).items() if n not in exclude}
+    graph = {}
+    for name, path in files.items():
+        edges = set()
+        for target in imported_names(path, name):
+            while target and target not in files:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [a, b, ..., a], or None when it is acyclic."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(v):
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph.get(v, ())):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state and (cycle := visit(w)):
+                return cycle
+        state[v] = 2
+        path.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (cycle := visit(v)):
+            return cycle
+    return None
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph(ROOT, "gmm_volunteer", exclude=SHIMS)
+    assert len(graph) > 80  # the walk found the package
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from .. import c\n")
+    (pkg / "c.py").write_text("class K:\n    def m(self):\n        import pkg.a\n")
+    (pkg / "d.py").write_text("import pkg.a\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.sub.b"] == {"pkg", "pkg.c"}  # `from .. import c` runs pkg/__init__ too
+    assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
+    (pkg / "c.py").write_text("")
+    assert find_cycle(import_graph(tmp_path, "pkg")) is None
+
+
+@pytest.mark.parametrize("folder", ["gmm_volunteer", "tests", "benchmarks", "examples"])
+def test_code_imports_the_new_module_paths_only(folder):
+    stale = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        if "__pycache__" in path.parts:  # generated fused runners of older versions
+            continue
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for target in imported_names(path, name):
+            if new_name(target) is not None:
+                stale.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not stale, "old module paths: " + "; ".join(stale)
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_module_path_gives_the_new_module_object(old):
+    new = MOVED[old]
+    with pytest.warns(DeprecationWarning, match=f"import {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_an_old_path_below_a_moved_package_gives_the_new_module():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = importlib.import_module("gmm_volunteer.kernels.ops")
+        fit = importlib.import_module("fitting.collect.lloyd_max")
+    assert old is importlib.import_module("gmm_volunteer.model.kernels.ops")
+    assert fit is importlib.import_module("gmm_volunteer.fitting.collect.lloyd_max")
