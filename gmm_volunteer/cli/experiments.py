@@ -221,7 +221,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli import capacity_vector as capacity_vector_cli
     from gmm_volunteer.experiments.capacity import find_capacity, parse_targets
     from gmm_volunteer.model.config import ConfigError, load_config
+    from gmm_volunteer.cli import capacity_setting as capacity_setting_cli
 
+    if capacity_setting_cli.wanted(args):
+        return capacity_setting_cli.run(args)
     if capacity_vector_cli.wanted(args):
         return capacity_vector_cli.run(args)
     capacity_vector_cli.check_scalar(args)
@@ -318,10 +321,11 @@ def add_subcommands(subparsers) -> None:
     p.set_defaults(func=_cmd_report)
 
     p = subparsers.add_parser(
-        "capacity", help="smallest server capacity meeting latency targets (paper eq. 3)",
+        "capacity", help="smallest server capacity (or cheapest autoscaler setting) meeting latency targets (paper eq. 3)",
         description="Bisect the server capacity multiplier with common random numbers until "
                     "the latency targets are met with the stated confidence; prints the path. "
-                    "With --vector, --search, --weights or --frontier: the cheapest capacity "
+                    "With --setting and --range: the autoscaler setting with the fewest "
+                    "capacity-hours meeting the targets. With --vector, --search, --weights or --frontier: the cheapest capacity "
                     "vector per resource, or the feasible frontier over two resources.",
     )
     p.add_argument("config", metavar="CONFIG", help="YAML run config")
@@ -343,5 +347,8 @@ def add_subcommands(subparsers) -> None:
     from gmm_volunteer.cli import capacity_vector as capacity_vector_cli
 
     capacity_vector_cli.add_arguments(p)
+    from gmm_volunteer.cli import capacity_setting as capacity_setting_cli
+
+    capacity_setting_cli.add_arguments(p)
     _add_output_flags(p, "no progress lines or compile notice (the evaluations and the answer still print)")
     p.set_defaults(func=_cmd_capacity)
