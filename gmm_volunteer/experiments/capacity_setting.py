@@ -219,8 +219,10 @@ class SettingEvaluation:
         verdict = "meets the targets" if self.feasible else "misses"
         out = [f"{name}={self.value:g}: {m:.3f} capacity-h [{lo:.3f}, {hi:.3f}] "
                f"({100 * confidence:g}% over {self.hours.size} seeds), {self.actions:.1f} scaling actions; {verdict}"]
+        from gmm_volunteer.experiments.capacity import bound_miss
+
         for k, (tau, frac, lb, qv, n) in self.rows.items():
-            mark = "ok  " if lb >= quantile else "MISS"
+            mark = "ok  " if lb >= quantile else ("MISS (bound)" if bound_miss(frac, lb, quantile) else "MISS")
             out.append(f"  {mark} {k:<10} P(latency <= {tau:g} s) = {frac:.4f}, lower bound {lb:.4f} "
                        f"(need {quantile:g}); P{100 * quantile:g} = {qv:g} s; {n} requests")
         return "\n".join(out)
