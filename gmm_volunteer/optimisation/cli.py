@@ -8,7 +8,7 @@ import math
 import time
 from pathlib import Path
 
-from gmm_volunteer.cli import CommandError, add_output_flags
+from gmm_volunteer.cli.commands import CommandError, add_output_flags
 
 DEFAULT_BASELINES = "centralized,uniform,affinity,asrb,queue_aware"
 
