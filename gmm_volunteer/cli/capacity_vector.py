@@ -60,7 +60,7 @@ def wanted(args) -> bool:
 
 def check_scalar(args) -> None:
     """Refuse, in the scalar search, what only the vector search reads."""
-    from gmm_volunteer.cli import CommandError
+    from gmm_volunteer.cli.commands import CommandError
 
     for spec in args.p99:
         if "@" in str(spec):
@@ -79,7 +79,7 @@ def _outputs(prefix: Path, frontier_pair) -> dict[str, Path]:
 
 def _check_replaceable(paths: dict[str, Path]) -> None:
     """Refuse to replace a file this command did not write (by its content)."""
-    from gmm_volunteer.cli import CommandError
+    from gmm_volunteer.cli.commands import CommandError
 
     for kind, path in paths.items():
         if path.is_dir():
@@ -98,7 +98,7 @@ def _check_replaceable(paths: dict[str, Path]) -> None:
 
 def run(args) -> int:
     from gmm_volunteer.cli import feedback
-    from gmm_volunteer.cli import CommandError
+    from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.model.config import ConfigError, load_config
     from gmm_volunteer.model.preflight import available_memory, check_run
 
