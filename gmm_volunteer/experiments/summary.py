@@ -80,8 +80,12 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     ``user_consumption_mean`` (resource); ``subtask_events_total`` (node_class, event);
     ``subtask_completion_rate`` (node_class) = complete / start over the run;
     ``online_users_mean``, ``active_requests_mean``; ``capacity_hours`` (resource) of
-    the dedicated server and ``scaling_actions_total`` (docs/model.md D17).
+    the dedicated server and ``scaling_actions_total`` (docs/model.md D17);
+    ``accuracy_served``, ``variant_share``, ``estimator_mare`` and
+    ``estimator_decisions`` (gmm_volunteer.routing_metrics; NaN where they do not apply).
     """
+    from gmm_volunteer.experiments.routing_metrics import routing_metrics  # imports the policies
+
     quantiles = np.asarray(quantiles, dtype=np.float64)
     if quantiles.ndim != 1 or np.any((quantiles < 0) | (quantiles > 1)):
         raise ValueError(f"quantiles must be a list of numbers in [0, 1], got {quantiles.tolist()}")
@@ -173,6 +177,8 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "active_requests_mean": ((), _scalar_mean(ds["active_requests"]),
                                      {"long_name": "users with an active request, mean over steps",
                                       "units": "1"}),
+            # accuracy served, variants and the routers' estimator error (docs/routing.md)
+            **routing_metrics(ds),
         },
         coords={
             "request_type": ("request_type", np.array(names, dtype=object)),

@@ -39,6 +39,8 @@ def subtask_type_blocks(traces, memory: dict[str, dict], work: dict[str, dict]) 
             "output_size_mb": sig(e["output_size_mb"]),
             "memory": memory[e["name"]],
             "work": work[e["name"]],
+            # model variants (docs/formats.md): copied from the catalog when it names them
+            **{k: e[k] for k in ("function", "accuracy") if e.get(k) is not None},
         }
         for e in traces.catalog
     ]

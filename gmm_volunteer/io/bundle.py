@@ -142,6 +142,11 @@ class SubtaskType(_Strict):
     output_size_mb: float = Field(ge=0, le=MAX_SIZE_MB)
     memory: Memory
     work: Work
+    # Model variants (issue 12 item 1; docs/formats.md): subtask types naming the same
+    # `function` are functionally equivalent and may serve each other's slots; `accuracy`
+    # is the variant's published quality (ImageNet top-1 as a fraction for classifiers).
+    function: str | None = Field(None, min_length=1)
+    accuracy: float | None = Field(None, gt=0, le=1)
 
 
 class TaskType(_Strict):
@@ -264,6 +269,12 @@ class Bundle(_Strict):
 
                     raise ValueError(f"task_types.{k}.subtasks.{p}: unknown subtask type {s!r}"
                                      + did_you_mean(s, names))
+        for m, st in enumerate(self.subtask_types):
+            peers = [o for o in self.subtask_types if st.function is not None and o.function == st.function]
+            if len(peers) > 1 and st.accuracy is None:
+                raise ValueError(f"subtask_types.{m}.accuracy: required for {st.name!r}, a variant of "
+                                 f"function {st.function!r} (shared with "
+                                 f"{', '.join(repr(o.name) for o in peers if o is not st)})")
         n_types = len(names)
         for sname, res in PROGRESS_RESOURCE.items():
             if res not in self.consumption.stages[sname].resources:

@@ -54,6 +54,7 @@ from gmm_volunteer.model import laws  # noqa: E402
 from gmm_volunteer.model.constants import RESOURCES  # noqa: E402
 from gmm_volunteer.model.demand import Demand  # noqa: E402  (a section defined in its own module)
 from gmm_volunteer.model.suggest import did_you_mean, known_keys, quoted_choices  # noqa: E402
+from gmm_volunteer.model.events import ScriptedEvent  # noqa: E402  (a section defined in its own module)
 
 DEFAULT_MODEL = "models/default"
 
@@ -456,6 +457,11 @@ class Execution(_Section):
     # Subtasks of one type entering a phase on one node in the same step form one batch
     # (paper 2.2). Off: every placement is its own batch (the queueing checks use it).
     batching: bool = True
+    # Model variants (docs/model.md D20): slots whose subtask type shares a `function`
+    # with other types in the bundle may be served by those types too, for the schedulers
+    # that choose a variant (asrb). Off: every slot runs its requested type, bit for bit
+    # as before variants existed.
+    variants: bool = False
 
 
 class Output(_Section):
@@ -482,6 +488,7 @@ class RunConfig(_Section):
     allocation: Allocation = Field(default_factory=Allocation)
     execution: Execution = Field(default_factory=Execution)
     demand: Demand = Field(default_factory=Demand)  # time-varying demand (D18)
+    events: list[ScriptedEvent] = Field(default_factory=list)  # scripted perturbations (D21)
     output: Output = Field(default_factory=Output)
 
     @field_validator("scheduler", "executor", "autoscaler")
@@ -519,6 +526,13 @@ class RunConfig(_Section):
             except ValidationError as exc:
                 raise _OptionsError(exc, v, policy.Options) from None
         return v
+
+    @model_validator(mode="after")
+    def _events_fit_users(self):
+        from gmm_volunteer.model.events import check_events
+
+        check_events(self.events, self.users.count)  # names events.<i>.<key>
+        return self
 
     @field_validator("model")
     @classmethod

@@ -20,6 +20,7 @@ from gmm_volunteer import __version__
 from gmm_volunteer.model import rng as rng_mod
 from gmm_volunteer.io.bundle import load_bundle
 from gmm_volunteer.model.demand import demand_arrays
+from gmm_volunteer.model.events import Script, check_events
 from gmm_volunteer.model.kernels.allocation import allocation_restart
 from gmm_volunteer.model.kernels.heap import heap_push
 from gmm_volunteer.model.kernels.ops import list_add
@@ -31,6 +32,7 @@ from gmm_volunteer.policies import make_autoscaler, make_executor, make_schedule
 from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.model.variants import served_series
 from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
 
 
@@ -109,6 +111,8 @@ class Simulation:
         self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         self.steps = int(cfg.steps)
+        check_events(cfg.events, self.params.n_users)  # configs check this at load already
+        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D21)
         for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
             if hasattr(policy, "prepare"):
                 policy.prepare(self.params, self.steps)
@@ -128,6 +132,7 @@ class Simulation:
         """Advance one step: the control plane's due actions, factors 1-6, then the
         executor, then the scheduler."""
         self.act_control()
+        self.act_events()
         self.advance()
         self.act_executor()
         self.act_scheduler()
@@ -147,6 +152,15 @@ class Simulation:
         """What the autoscaler's control plane has due at the start of step `t` (D17)."""
         if self.t >= self.control.next_event:
             self.control.act(self.arrays, self.t)
+
+    def act_events(self) -> None:
+        """The scripted events due at the start of step `t` (D21)."""
+        if self.t >= self.script.next_event:
+            self.script.act(self.S, self.P, self.t)
+
+    def _chunk_end(self, stop: int) -> int:
+        """Where the next fused chunk must stop: the control plane or the script acts."""
+        return int(min(stop, self.t + CHUNK, self.control.next_event, self.script.next_event))
 
     def act_executor(self) -> None:
         self.executor.act(self.S, self.P, self.t)
@@ -174,9 +188,10 @@ class Simulation:
                 if runner is None:
                     self.step()
                 else:
-                    # Chunks end where the control plane must act (never for `fixed`).
+                    # Chunks end where the control plane or the script must act.
                     self.act_control()
-                    self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
+                    self.act_events()
+                    self._run_chunk(runner, self._chunk_end(stop))
                 if bar is not None and (runner is not None or self.t % 1000 == 0):
                     bar.update(self.t - bar.n)
             if bar is not None:
@@ -198,7 +213,8 @@ class Simulation:
                 self.step()
             else:
                 self.act_control()
-                self._run_chunk(runner, min(stop, self.t + CHUNK, self.control.next_event))
+                self.act_events()
+                self._run_chunk(runner, self._chunk_end(stop))
 
     def _run_chunk(self, runner, end: int) -> None:
         """Steps t..end-1 through the fused runner, growing pools where it stops."""
@@ -252,7 +268,9 @@ class Simulation:
         )
 
     def _policy_series(self, T: int) -> dict:
-        series, coords = {}, {}
+        series, coords = served_series(self.params, self.arrays, int(self.arrays.n_lg[0]),
+                                       [s.name for s in self.bundle.subtask_types],
+                                       [s.accuracy for s in self.bundle.subtask_types])
         for policy in (self.executor, self.scheduler):
             if hasattr(policy, "record_series"):
                 s, c = policy.record_series(T)

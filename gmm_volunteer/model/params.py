@@ -41,7 +41,7 @@ PARAM_FIELDS = (
     # availability and requests
     "on_law off_law think_law patience_law type_cum "
     # tasks and subtasks
-    "task_nsub task_sub sub_type sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
+    "task_nsub task_sub sub_type n_req sub_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
     "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
     # allocations
@@ -55,16 +55,16 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb").split()},
+        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc").split()},
     **{k: (np.int64, 1) for k in (
-        "task_nsub sub_type al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
+        "task_nsub sub_type sub_req var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
     **{k: (np.float64, 2) for k in (
         "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels").split()},
-    **{k: (np.int64, 2) for k in "task_sub cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
+    **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
     **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
@@ -196,6 +196,43 @@ def consumption_rings(cs_p, cs_q):
     return yoff, eoff, ymask, emask, max(1, int(width[1:].max())), max(1, int(width[0]))
 
 
+def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool):
+    """Model variants (issue 12 item 1; docs/model.md D20).
+
+    Subtask j < n_req is the requested one of its (task type, slot); with variants
+    enabled, every requested j whose subtask type names a `function` shared by other
+    types gets one more subtask per other type of that function, appended after the
+    requested ones: the same slot served by another model, with its own subtask data
+    (paper 2.2 indexes readiness by (v, k, p); a variant's data is another file).
+    Returns (sub_type, sub_req, sub_acc, var_list, var_n, task_nacc): the extended
+    type of each subtask, the requested subtask each one serves, its accuracy (0 when
+    its type gives none), the subtasks that may serve each requested one (itself
+    first) and their number, and per task type the slots whose type has an accuracy."""
+    st = bundle.subtask_types
+    n_req = len(sub_type)
+    types, req = list(sub_type), list(range(n_req))
+    alts = [[j] for j in range(n_req)]
+    if enabled:
+        for j in range(n_req):
+            f = st[sub_type[j]].function
+            if f is None:
+                continue
+            for m, other in enumerate(st):
+                if m != sub_type[j] and other.function == f:
+                    alts[j].append(len(types))
+                    types.append(m)
+                    req.append(j)
+    sub_acc = np.array([st[m].accuracy or 0.0 for m in types])
+    width = max(len(a) for a in alts)
+    var_list = np.full((n_req, width), -1, np.int64)
+    for j, a in enumerate(alts):
+        var_list[j, : len(a)] = a
+    task_nacc = np.array([sum(1 for p in range(task_nsub[k]) if sub_acc[task_sub[k, p]] > 0)
+                          for k in range(len(task_nsub))], np.int64)
+    return (np.array(types, np.int64), np.array(req, np.int64), sub_acc, var_list,
+            np.array([len(a) for a in alts], np.int64), task_nacc)
+
+
 def build_params(cfg, bundle: Bundle) -> Params:
     """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
     n_users = int(cfg.users.count)
@@ -223,6 +260,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
             task_sub[k, p] = len(sub_type)
             sub_type.append(type_index[name])
     sub_type = np.array(sub_type, np.int64)
+    n_req = len(sub_type)
+    sub_type, sub_req, sub_acc, var_list, var_n, task_nacc = variant_tables(
+        bundle, task_sub, task_nsub, sub_type, bool(cfg.execution.variants))
     n_sub = len(sub_type)
     st = bundle.subtask_types
     sub_data_mb = np.array([st[m].data_size_mb for m in sub_type])
@@ -303,6 +343,12 @@ def build_params(cfg, bundle: Bundle) -> Params:
         task_nsub=task_nsub,
         task_sub=task_sub,
         sub_type=sub_type,
+        n_req=n_req,
+        sub_req=sub_req,
+        sub_acc=sub_acc,
+        var_list=var_list,
+        var_n=var_n,
+        task_nacc=task_nacc,
         sub_data_mb=sub_data_mb,
         sub_dl_mem=sub_dl_mem,
         # total size of the k largest subtask data, k = 0..n_sub (policies.common)
@@ -386,6 +432,12 @@ def _pack(T):
     s.task_nsub = T.task_nsub
     s.task_sub = T.task_sub
     s.sub_type = T.sub_type
+    s.n_req = T.n_req
+    s.sub_req = T.sub_req
+    s.sub_acc = T.sub_acc
+    s.var_list = T.var_list
+    s.var_n = T.var_n
+    s.task_nacc = T.task_nacc
     s.sub_data_mb = T.sub_data_mb
     s.sub_dl_mem = T.sub_dl_mem
     s.sub_heaviest = T.sub_heaviest

@@ -26,12 +26,17 @@ from gmm_volunteer.model.structs import StateStruct, struct_fields
 STATE_FIELDS = (
     # availability (o, d^o): online flag, step of the last change, keyed period counter
     "online av_since av_count on_list on_pos n_on "
+    # scripted events (D21): hold end and background availability state per user, the
+    # share of CPU and memory allocation each node keeps, nodes below a full share
+    "av_hold av_sched ev_scale ev_n "
     # event heaps: availability transitions and request timers (think time / patience)
     "ah_t ah_v ah_n rh_t rh_v rh_tok rh_n "
     # requests (q, d^q)
-    "rq_type rq_since rq_start rq_count rq_nthink rq_tok rq_ndone rq_list rq_pos n_rq obs_list n_obs "
+    "rq_type rq_since rq_start rq_count rq_nthink rq_tok rq_ndone rq_acc rq_list rq_pos n_rq obs_list n_obs "
     # request log
-    "lg_user lg_type lg_start lg_end lg_out n_lg "
+    "lg_user lg_type lg_start lg_end lg_out lg_acc n_lg "
+    # completed subtasks per subtask j (variants served, D20)
+    "sv_count "
     # allocations a_t and their ARMA histories
     "alloc al_y al_e al_normals al_park_y al_park_e "
     # readiness x (per node and subtask) and its index structures
@@ -78,6 +83,10 @@ def allocate(P: Params, steps: int) -> State:
         on_list=_i(V, -1, np.int32),
         on_pos=_i(V, -1, np.int32),
         n_on=_i(1),
+        av_hold=_i(V, -1),
+        av_sched=np.zeros(V, np.uint8),
+        ev_scale=np.ones(V),
+        ev_n=_i(1),
         ah_t=_i(heap_a),
         ah_v=_i(heap_a, 0, np.int32),
         ah_n=_i(1),
@@ -92,6 +101,7 @@ def allocate(P: Params, steps: int) -> State:
         rq_nthink=_i(V),
         rq_tok=_i(V),
         rq_ndone=_i(V, 0, np.int32),
+        rq_acc=np.zeros(V),
         rq_list=_i(V, -1, np.int32),
         rq_pos=_i(V, -1, np.int32),
         n_rq=_i(1),
@@ -102,7 +112,9 @@ def allocate(P: Params, steps: int) -> State:
         lg_start=_i(lg_cap),
         lg_end=_i(lg_cap),
         lg_out=_i(lg_cap, 0, np.int8),
+        lg_acc=np.zeros(lg_cap),
         n_lg=_i(1),
+        sv_count=_i(J),
         alloc=np.zeros((V, N_RES)),
         al_y=np.zeros((int(np.sum(P.al_p)) + N_RES, V)),
         al_e=np.zeros((int(np.sum(P.al_q)) + N_RES, V)),
@@ -193,7 +205,7 @@ _POOL_GROUPS = {
     "download": ("n_dl", "dl_free", "n_dlfree",
                  ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
-_LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out")
+_LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out", "lg_acc")
 
 
 def _grow_array(a: np.ndarray, new_len: int, fill) -> np.ndarray:
@@ -272,6 +284,10 @@ def _pack(T):
     s.on_list = T.on_list
     s.on_pos = T.on_pos
     s.n_on = T.n_on
+    s.av_hold = T.av_hold
+    s.av_sched = T.av_sched
+    s.ev_scale = T.ev_scale
+    s.ev_n = T.ev_n
     s.ah_t = T.ah_t
     s.ah_v = T.ah_v
     s.ah_n = T.ah_n
@@ -286,6 +302,7 @@ def _pack(T):
     s.rq_nthink = T.rq_nthink
     s.rq_tok = T.rq_tok
     s.rq_ndone = T.rq_ndone
+    s.rq_acc = T.rq_acc
     s.rq_list = T.rq_list
     s.rq_pos = T.rq_pos
     s.n_rq = T.n_rq
@@ -296,7 +313,9 @@ def _pack(T):
     s.lg_start = T.lg_start
     s.lg_end = T.lg_end
     s.lg_out = T.lg_out
+    s.lg_acc = T.lg_acc
     s.n_lg = T.n_lg
+    s.sv_count = T.sv_count
     s.alloc = T.alloc
     s.al_y = T.al_y
     s.al_e = T.al_e
@@ -348,9 +367,9 @@ def _pack(T):
     s.n_b = T.n_b
     s.b_free = T.b_free
     s.n_bfree = T.n_bfree
-    s.cs_normals = T.cs_normals
     s.sl_next = T.sl_next
     s.sl_prev = T.sl_prev
+    s.cs_normals = T.cs_normals
     s.nd_bhead = T.nd_bhead
     s.nd_jcount = T.nd_jcount
     s.nd_ndl = T.nd_ndl

@@ -4,7 +4,8 @@ docs/routing.md, "asrb").
 Each pending subtask goes to the eligible node (D12) with the best score
 S = lambda (1 - min(L / L_cap, 1)) + (1 - lambda) A (seed 000 eq. 1), where L is the
 node's monitored latency (policies.monitor: moving average of feedback, probed when
-stale) and A the accuracy of the model the subtask runs. Candidates are taken from fit
+stale) and A the accuracy of the model variant that would serve the subtask (docs/model.md
+D20: with ``execution.variants`` every variant of the slot's type is a candidate). Candidates are taken from fit
 nodes scoring at least ``min_score``, else from overloaded nodes, else one is drawn at
 random among the feasible ones (seed 000 Algorithm 1, step 5). Nodes are labelled fit
 / unfit by their score and overloaded by CPU or memory use above the threshold, held for
@@ -32,6 +33,7 @@ from gmm_volunteer.policies.monitor import (
     UNFIT,
     MonitorOptions,
     overloaded,
+    probe_estimate,
     publish_label,
     refresh_latency,
     refresh_metrics,
@@ -90,47 +92,71 @@ def asrb_label(R, v, score, t):
 
 
 @njit(cache=True)
-def asrb_choose(S, P, R, j, t, accuracy):
+def variant_accuracy(P, j):
+    """A of seed 000 eq. 1 for subtask j: its type's accuracy, 1 if the catalog gives
+    none (then every candidate has the same A and only latency ranks them)."""
+    return P.sub_acc[j] if P.sub_acc[j] > 0.0 else 1.0
+
+
+@njit(cache=True)
+def variant_latency(S, P, R, v, j, j0):
+    """v's monitored latency for variant j of requested subtask j0: the node's average
+    plus the difference in execution time of the two models there, as a probe would
+    tell it (policies.monitor.probe_estimate; docs/routing.md, "Model variants")."""
+    lat = R.mf[v, F_LAT]
+    if j == j0 or math.isnan(lat):
+        return lat
+    return lat + probe_estimate(S, P, R, v, j, 0) - probe_estimate(S, P, R, v, j0, 0)
+
+
+@njit(cache=True)
+def asrb_choose(S, P, R, j0, t):
+    """(node, subtask) for a slot requesting j0: over its variants (j0 itself only
+    without ``execution.variants``) and their eligible nodes, seed 000 Algorithm 1."""
     lam, cap, smin = R.po[K_LAMBDA], R.mc[C_LAT_CAP], R.po[K_MIN_SCORE]
-    best_fit, s_fit = -1, -1.0
-    best_over, s_over = -1, -1.0
-    n = S.hd_n[j] + 1
+    best_fit, s_fit, j_fit = -1, -1.0, -1
+    best_over, s_over, j_over = -1, -1.0, -1
     n_ok = 0
-    for idx in range(n):
-        v = candidate(S, j, idx)
-        if not fits(S, P, v, j, t):
-            continue
-        n_ok += 1
-        refresh_metrics(S, R, v, t)
-        refresh_latency(S, P, R, v, j, t)
-        s = asrb_score(R.mf[v, F_LAT], accuracy, lam, cap)
-        R.mf[v, F_SCORE] = s
-        label = asrb_label(R, v, s, t)
-        if label == FIT and s >= smin and s > s_fit:
-            best_fit, s_fit = v, s
-        elif label == OVERLOADED and s > s_over:
-            best_over, s_over = v, s
+    for q in range(P.var_n[j0]):
+        j = P.var_list[j0, q]
+        acc = variant_accuracy(P, j)
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            if not fits(S, P, v, j, t):
+                continue
+            n_ok += 1
+            refresh_metrics(S, R, v, t)
+            refresh_latency(S, P, R, v, j, t)
+            s = asrb_score(variant_latency(S, P, R, v, j, j0), acc, lam, cap)
+            R.mf[v, F_SCORE] = s
+            label = asrb_label(R, v, s, t)
+            if label == FIT and s >= smin and s > s_fit:
+                best_fit, s_fit, j_fit = v, s, j
+            elif label == OVERLOADED and s > s_over:
+                best_over, s_over, j_over = v, s, j
     if best_fit >= 0:
-        return best_fit
+        return best_fit, j_fit
     if best_over >= 0:
-        return best_over
+        return best_over, j_over
     if n_ok == 0:
-        return -1
+        return -1, -1
     r = randint(S.rng, STREAM_SCHEDULER, n_ok)  # random among the healthy (feasible) ones
-    for idx in range(n):
-        v = candidate(S, j, idx)
-        if fits(S, P, v, j, t):
-            if r == 0:
-                return v
-            r -= 1
-    return -1
+    for q in range(P.var_n[j0]):
+        j = P.var_list[j0, q]
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            if fits(S, P, v, j, t):
+                if r == 0:
+                    return v, j
+                r -= 1
+    return -1, -1
 
 
 @njit(cache=True)
 def asrb_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
-    schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
+    schedule_downloads(S, P, t, int(R.po[K_MAXDL]), P.n_sub)  # variants' data too (D20)
 
 
 @njit(cache=True)
@@ -142,10 +168,9 @@ def asrb_place(S, P, t, args):
         for p in range(P.task_nsub[k]):
             if S.ex_node[i, p] >= 0:
                 continue
-            j = P.task_sub[k, p]
-            v = asrb_choose(S, P, R, j, t, 1.0)
+            v, j = asrb_choose(S, P, R, P.task_sub[k, p], t)
             if v >= 0:
-                route_assign(S, P, R, i, p, v, t, -1)
+                route_assign(S, P, R, i, p, v, t, -1, -1, j)
 
 
 class Asrb(Router):

@@ -12,11 +12,16 @@ from gmm_volunteer.model.params import EMPTY
 
 
 @njit(cache=True)
-def schedule_downloads(S, P, t, max_downloads):
+def schedule_downloads(S, P, t, max_downloads, n_j=-1):
     """An online user node with fewer than `max_downloads` downloads in progress starts
     one missing subtask-data download, chosen uniformly among those whose size fits its
     free storage and whose download-memory estimate m^x fits its free memory (the
-    server holds all data a priori). docs/model.md explains the default of 1."""
+    server holds all data a priori). docs/model.md explains the default of 1.
+
+    Candidates are subtasks 0..n_j-1: by default (-1) the requested ones (P.n_req); a
+    scheduler that serves slots with model variants passes P.n_sub (D20). The skip
+    bound below holds for any subset: it bounds the lightest missing subtask of all."""
+    n_j = P.n_req if n_j < 0 else n_j
     heaviest = P.sub_heaviest
     total = heaviest[P.n_sub]
     slack = 1e-6 * total  # rounding of the running reserved-storage sums
@@ -37,12 +42,12 @@ def schedule_downloads(S, P, t, max_downloads):
         fm = free_memory(S, v)
         # Count the fitting subtasks without branching; find the drawn one only if any.
         n = 0
-        for j in range(P.n_sub):
+        for j in range(n_j):
             n += (S.rd_state[v, j] == EMPTY) & (P.sub_data_mb[j] <= fs) & (P.sub_dl_mem[j] <= fm)
         if n == 0:
             continue
         r = randint(S.rng, STREAM_SCHEDULER, n)
-        for j in range(P.n_sub):
+        for j in range(n_j):
             if S.rd_state[v, j] == EMPTY and P.sub_data_mb[j] <= fs and P.sub_dl_mem[j] <= fm:
                 if r == 0:
                     start_download(S, P, v, j, t)

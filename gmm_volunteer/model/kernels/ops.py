@@ -276,7 +276,9 @@ def batch_advance(S, P, b, t):
             S.ex_phase[i, p] = DONE
             S.ex_batch[i, p] = -1
             S.rq_ndone[i] += 1
+            S.rq_acc[i] += P.sub_acc[j]
             s = S.sl_next[s]
+        S.sv_count[j] += n
         S.nd_jcount[v, j] -= n
         count_event(S, t, v, EV_COMPLETE, n)
         batch_free(S, b)

@@ -73,6 +73,10 @@ def end_request(S, P, i, last_step, outcome):
     S.lg_start[k] = S.rq_start[i]
     S.lg_end[k] = last_step
     S.lg_out[k] = outcome
+    # mean accuracy of the variants that served the request's slots (D20): complete
+    # only for a completed request
+    na = P.task_nacc[S.rq_type[i]]
+    S.lg_acc[k] = S.rq_acc[i] / na if na > 0 else 0.0
     S.n_lg[0] = k + 1
     list_remove(S.rq_list, S.rq_pos, S.n_rq, i)
     # Placements stay until the scheduler cancels them (paper 2.3: it "cancels obsolete
@@ -104,6 +108,7 @@ def _start_request(S, P, i, t):
     S.rq_start[i] = t
     S.rq_since[i] = t
     S.rq_ndone[i] = 0
+    S.rq_acc[i] = 0.0
     list_add(S.rq_list, S.rq_pos, S.n_rq, i)
     d = keyed_duration(S.key[0], KEY_PATIENCE, P.patience_law, i, n)
     S.rq_tok[i] += 1
@@ -163,14 +168,21 @@ def step_availability(S, P, t):
         _, i, _ = heap_pop(S.ah_t, S.ah_v, S.ah_t, S.ah_n)
         n = S.av_count[i] + 1
         S.av_count[i] = n
-        S.av_since[i] = t
-        if S.online[i]:
-            go_offline(S, P, i, t)
+        if S.av_hold[i] > t:  # held by a scripted event (D21): only its process switches
+            going_off = S.av_sched[i] == 1
+            S.av_sched[i] = 0 if going_off else 1
+        else:
+            S.av_since[i] = t
+            going_off = S.online[i] == 1
+            if going_off:
+                go_offline(S, P, i, t)
+            else:
+                go_online(S, P, i, t)
+        if going_off:
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law, i, n)
             if S.dm_on[1]:  # time-varying rate of coming online (D18)
                 d = warp(S.dm_cum, t, d)
         else:
-            go_online(S, P, i, t)
             d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)
         if d < MAX_DURATION:
             heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)

@@ -9,6 +9,7 @@ from numba import njit
 from gmm_volunteer.model.kernels.allocation import step_allocations
 from gmm_volunteer.model.kernels.consumption import step_completions, step_consumption
 from gmm_volunteer.model.kernels.people import step_availability, step_requests
+from gmm_volunteer.model.model.kernels.script import overload_allocations
 
 
 @njit(cache=True)
@@ -20,6 +21,8 @@ def dynamics_step(S, P, t):
     step_requests(S, P, t)
     S.ser_active[t] = S.n_rq[0]
     step_allocations(S, P, t)
+    if S.ev_n[0] > 0:  # scripted overload (D21)
+        overload_allocations(S)
     for r in range(S.alloc.shape[1]):
         S.ser_salloc[t, r] = S.alloc[0, r]
     step_consumption(S, P, t)
