@@ -210,6 +210,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     feedback.info(f"report: reading {args.results}")
     ds = _select(_open_results(args.results), args.sel, args.results)
+    ds.attrs["results_dir"] = str(Path(args.results).resolve())  # run stores, for figures
     feedback.detail("report: dimensions " + ", ".join(f"{d}={n}" for d, n in ds.sizes.items()))
     feedback.info(f"report: drawing figures and tables into {out}")
     out = write_report(ds, out, title=args.title)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from gmm_volunteer.experiments import analysis, figures, findings
+from gmm_volunteer.experiments import analysis, figures, findings, routing_report
 from gmm_volunteer.experiments.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS
 
 _CSS = """
@@ -145,6 +145,8 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
             parts.append(f'<p class="warn">Intervals over only {n_seeds} seeds: '
                          f"{html.escape(BOOTSTRAP_TWO_SEEDS)}. Run {MIN_SEEDS} or more seeds.</p>")
         parts.append(_table_html(paired))
+    # the routing comparison (issue 12; gmm_volunteer.routing_report)
+    parts += routing_report.sections(ds, _img, _table_html)
     if findings.has_grid_dims(ds):
         parts.append("<h2>The paper's section 3.2 findings on this grid</h2>")
         parts.append("<p>Each rule was fixed before the numbers were seen; 'does not hold' is a "

@@ -1,0 +1,146 @@
+"""The routing comparison's tables and figure in `gmmv report` (issue 12 item 5;
+docs/experiments.md, "Routing").
+
+* `comparison_table`: per grid point (means over seeds) P99 per request type,
+  completed requests, accuracy served, monitoring traffic, the server's CPU
+  capacity-hours and the delay estimator's error (gmm_volunteer.experiments.routing_metrics);
+* `estimator_table`: the queue-aware routers' mean absolute relative error per load
+  level (users), mean and range over seeds (seed 002's claim);
+* `latency_over_time`: per-request latency of completed requests against their end
+  time, one panel per scheduler (first seed), with the scripted events shaded, for
+  sweeps whose runs carry `events` (the six phases of seed 000's testbed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+ESTIMATOR_ROUTERS = ("queue_aware", "model_only", "queue_only")
+
+
+def applies(ds: xr.Dataset) -> bool:
+    return "accuracy_served" in ds and "scheduler" in ds.dims
+
+
+def _seed_mean(da: xr.DataArray) -> xr.DataArray:
+    return da.mean("seed", skipna=True) if "seed" in da.dims else da
+
+
+def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
+    p99 = ds["latency_quantile"].sel(quantile=0.99, method="nearest", drop=True)
+    cols = {f"P99 {t} (s)": p99.sel(request_type=t, drop=True) for t in ds["request_type"].values}
+    cols["completed"] = ds["requests"].sel(outcome="completed", drop=True).sum("request_type")
+    cols["accuracy served"] = ds["accuracy_served"]
+    cols["monitoring (MB)"] = ds["monitor_bytes_total"].sum("monitor_op") / 1e6
+    cols["monitoring calls"] = ds["monitor_calls_total"].sum("monitor_op")
+    cols["server CPU capacity-hours"] = ds["capacity_hours"].sel(resource="cpu", drop=True)
+    cols["estimator error"] = ds["estimator_mare"]
+    mean = xr.Dataset({k: _seed_mean(v) for k, v in cols.items()}).compute()
+    df = mean.to_dataframe()
+    return df[[c for c in cols if c in df.columns]]
+
+
+def estimator_table(ds: xr.Dataset) -> pd.DataFrame | None:
+    routers = [r for r in ESTIMATOR_ROUTERS if r in [str(s) for s in ds["scheduler"].values]]
+    if not routers:
+        return None
+    e = ds["estimator_mare"].sel(scheduler=routers).compute()
+    out = {"mean": _seed_mean(e)}
+    if "seed" in e.dims:
+        out["min over seeds"] = e.min("seed", skipna=True)
+        out["max over seeds"] = e.max("seed", skipna=True)
+    df = xr.Dataset(out).to_dataframe()
+    return df[list(out)].unstack("scheduler") if "users" in e.dims else df
+
+
+def _event_spans(config_text: str):
+    import yaml
+
+    cfg = yaml.safe_load(config_text)
+    steps = int(cfg.get("steps", 0))
+    spans = []
+    for ev in cfg.get("events") or []:
+        end = steps if ev.get("duration_s") is None else ev["at_s"] + ev["duration_s"]
+        spans.append((ev["kind"], ev["at_s"], end))
+    return spans
+
+
+def latency_over_time(results_dir: str | Path, ds: xr.Dataset, window_s: int = 500):
+    """The figure, or None when the sweep's runs have no scripted events."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gmm_volunteer.io.results import is_complete, open_result
+
+    results_dir = Path(results_dir)
+    names = ds["run_name"]
+    for d in names.dims:
+        if d not in ("scheduler",):
+            names = names.isel({d: 0})
+    runs = [(str(s), results_dir / "runs" / str(n)) for s, n in zip(ds["scheduler"].values, names.values)]
+    runs = [(s, p) for s, p in runs if is_complete(p)]
+    if not runs:
+        return None
+    first = open_result(runs[0][1])
+    spans = _event_spans(first.attrs.get("config", ""))
+    if not spans:
+        return None
+    colors = {"join": "tab:green", "depart": "tab:red", "overload": "tab:orange"}
+    fig, axes = plt.subplots(len(runs), 1, figsize=(10, 1.6 * len(runs) + 0.6), sharex=True, squeeze=False)
+    for ax, (sched, path) in zip(axes[:, 0], runs):
+        r = open_result(path)
+        done = np.asarray(r["request_outcome"].values) == 0
+        end = np.asarray(r["request_end"].values)[done]
+        lat = (end - np.asarray(r["request_start"].values)[done]).astype(float)
+        ax.plot(end, lat, ",", color="0.6", alpha=0.4, rasterized=True)
+        if end.size:
+            bins = np.arange(0, int(end.max()) + window_s, window_s)
+            idx = np.digitize(end, bins) - 1
+            p99 = [np.quantile(lat[idx == b], 0.99) if np.any(idx == b) else np.nan for b in range(bins.size - 1)]
+            med = [np.median(lat[idx == b]) if np.any(idx == b) else np.nan for b in range(bins.size - 1)]
+            ax.plot(bins[:-1] + window_s / 2, p99, color="tab:blue", lw=1, label=f"P99 per {window_s} s")
+            ax.plot(bins[:-1] + window_s / 2, med, color="k", lw=1, label="median")
+        for kind, a, b in spans:
+            ax.axvspan(a, b, color=colors.get(kind, "0.8"), alpha=0.15, lw=0)
+        ax.set_ylabel(sched, rotation=0, ha="right", fontsize=8)
+        ax.set_yscale("log")
+    axes[0, 0].legend(loc="upper right", fontsize=7)
+    axes[-1, 0].set_xlabel("request end (s); shaded: join (green), departure (red), overload (orange)")
+    fig.suptitle("Per-request latency of completed requests over time (s, log scale; first seed)")
+    fig.tight_layout()
+    return fig
+
+
+def sections(ds: xr.Dataset, img, table_html) -> list[str]:
+    """HTML parts for the report (empty when the sweep has no routing measures)."""
+    import html
+
+    if not applies(ds):
+        return []
+    parts = ["<h2>Routing comparison (means over seeds)</h2>",
+             "<p>P99 per request type over completed requests; accuracy served = mean top-1 "
+             "accuracy of the model variants serving completed requests' classification slots "
+             "(docs/model.md D20); monitoring = the routers' monitoring traffic "
+             "(docs/routing.md); estimator error = mean |predicted - realized| / realized of "
+             "the queue-aware routers' delay predictions.</p>",
+             table_html(comparison_table(ds))]
+    est = estimator_table(ds)
+    if est is not None and np.isfinite(est.to_numpy(dtype=float)).any():
+        parts += ["<h2>Delay estimator error per load level (seed 002)</h2>", table_html(est)]
+    where = ds.attrs.get("results_dir")
+    if where:
+        try:
+            fig = latency_over_time(where, ds)
+        except (OSError, KeyError, ValueError) as exc:  # a run store that cannot be read
+            parts.append(f"<p class=\"warn\">Latency over time: {html.escape(str(exc))}</p>")
+            fig = None
+        if fig is not None:
+            cap = "Per-request latency over time under the scripted events"
+            parts += [f"<h2>{cap}</h2>", img(fig, cap)]
+    return parts

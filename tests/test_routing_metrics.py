@@ -1,0 +1,42 @@
+"""Per-run routing measures: estimator error, accuracy served, variant share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from gmm_volunteer.policies.routing import DECISION_FIELDS
+from gmm_volunteer.experiments.routing_metrics import estimator_error, routing_metrics
+from gmm_volunteer.model.variants import accuracy_served, variant_share
+
+
+def _decisions(pred, real):
+    d = np.full((len(pred), len(DECISION_FIELDS)), 0.0)
+    d[:, DECISION_FIELDS.index("predicted")] = pred
+    d[:, DECISION_FIELDS.index("realized")] = real
+    return xr.Dataset({"decision": (("decision", "decision_field"), d)})
+
+
+def test_estimator_error_is_the_mean_absolute_relative_error_of_completed_decisions():
+    ds = _decisions([2.0, 3.0, 10.0, 4.0], [4.0, 3.0, 5.0, np.nan])
+    mare, n = estimator_error(ds)
+    assert n == 3
+    assert mare == pytest.approx((0.5 + 0.0 + 1.0) / 3)
+
+
+def test_measures_are_nan_where_they_do_not_apply():
+    ds = xr.Dataset()
+    m = routing_metrics(ds)
+    assert all(np.isnan(v[1]) for k, v in m.items() if k != "estimator_decisions")
+    assert m["estimator_decisions"][1] == 0
+
+
+def test_accuracy_served_and_variant_share():
+    ds = xr.Dataset({
+        "request_accuracy": (("request",), [0.718, np.nan, 0.761, 0.74]),
+        "subtasks_served": (("a", "b"), np.array([[5, 0, 0], [0, 6, 2], [0, 0, 2]])),
+        "subtask_type_accuracy": (("b",), [np.nan, 0.718, 0.761]),
+    })
+    assert accuracy_served(ds) == pytest.approx((0.718 + 0.761 + 0.74) / 3)
+    assert variant_share(ds) == pytest.approx(2 / 10)
