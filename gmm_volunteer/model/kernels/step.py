@@ -9,7 +9,7 @@ from numba import njit
 from gmm_volunteer.model.kernels.allocation import step_allocations
 from gmm_volunteer.model.kernels.consumption import step_completions, step_consumption
 from gmm_volunteer.model.kernels.people import step_availability, step_requests
-from gmm_volunteer.model.model.kernels.script import overload_allocations
+from gmm_volunteer.model.kernels.script import overload_allocations
 
 
 @njit(cache=True)
