@@ -40,3 +40,18 @@ def test_accuracy_served_and_variant_share():
     })
     assert accuracy_served(ds) == pytest.approx((0.718 + 0.761 + 0.74) / 3)
     assert variant_share(ds) == pytest.approx(2 / 10)
+
+
+def test_each_estimate_is_scored_on_the_same_decisions():
+    ds = _decisions([2.0, 3.0], [4.0, 3.0])
+    d = ds["decision"].values.copy()
+    d[:, DECISION_FIELDS.index("predicted_model")] = [4.0, 6.0]
+    d[:, DECISION_FIELDS.index("predicted_queue")] = [8.0, 3.0]
+    ds = ds.assign(decision=(("decision", "decision_field"), d))
+    assert estimator_error(ds, "hybrid")[0] == pytest.approx(0.25)
+    assert estimator_error(ds, "model_only")[0] == pytest.approx(0.5)
+    assert estimator_error(ds, "queue_only")[0] == pytest.approx(0.5)
+    ds.attrs["scheduler"] = "model_only"  # the router's own estimate by default
+    assert estimator_error(ds)[0] == pytest.approx(0.5)
+    m = routing_metrics(ds)
+    assert m["estimator_mare_hybrid"][1] == pytest.approx(0.25)

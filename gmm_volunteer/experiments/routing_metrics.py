@@ -7,26 +7,36 @@ Estimator error (seed 002 claims its hybrid estimator is the most accurate): ove
 logged decisions whose subtask completed, the mean absolute relative error
 |predicted - realized| / realized of the chosen tier's delay, where realized is the
 subtask's latency from placement to completion (s, at least one step) and predicted
-the router's T_k = W_k + s_k + D_k (docs/routing.md section 4). NaN for runs without a
-decision log.
+T_k = W_k + s_k + D_k (docs/routing.md section 4) with W_k from each of the three
+estimators the log keeps: the hybrid, the model-only (beta = 0) and the queue-only
+(beta = 1). All three are scored on the same decisions, those of the run's router, so
+they are compared on equal terms; ``estimator_mare`` is the one the router itself
+decides by. NaN for runs without a decision log.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gmm_volunteer.policies.routing import D_PRED, D_REAL
+from gmm_volunteer.policies.routing import D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL
 from gmm_volunteer.model.variants import accuracy_served, variant_share
 
 
-def estimator_error(ds) -> tuple[float, int]:
-    """(mean absolute relative error, decisions it is over)."""
+ESTIMATORS = {"hybrid": D_PRED, "model_only": D_PRED_MODEL, "queue_only": D_PRED_QUEUE}
+
+
+def estimator_error(ds, estimator: str | None = None) -> tuple[float, int]:
+    """(mean absolute relative error, decisions it is over) of `estimator` (default: the
+    one the run's router decides by)."""
     if "decision" not in ds:
         return float("nan"), 0
     d = np.asarray(ds["decision"].values, dtype=np.float64)
     if d.size == 0:
         return float("nan"), 0
-    pred, real = d[:, D_PRED], d[:, D_REAL]
+    if estimator is None:
+        sched = str(ds.attrs.get("scheduler", ""))
+        estimator = sched if sched in ESTIMATORS else "hybrid"
+    pred, real = d[:, ESTIMATORS[estimator]], d[:, D_REAL]
     ok = np.isfinite(pred) & np.isfinite(real) & (real > 0)
     if not ok.any():
         return float("nan"), 0
@@ -47,4 +57,7 @@ def routing_metrics(ds) -> dict:
             "units": "1"}),
         "estimator_decisions": ((), float(n), {
             "long_name": "completed decisions the estimator error is over", "units": "1"}),
+        **{f"estimator_mare_{e}": ((), estimator_error(ds, e)[0], {
+            "long_name": f"mean absolute relative error of the {e} delay estimate on the "
+                         "router's decisions", "units": "1"}) for e in ESTIMATORS},
     }
