@@ -82,6 +82,7 @@ def latency_over_time(results_dir: str | Path, ds: xr.Dataset, window_s: int = 5
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gmm_volunteer.io.sweepdir import read_manifest
     from gmm_volunteer.io.results import is_complete, open_result
 
     results_dir = Path(results_dir)
@@ -89,7 +90,8 @@ def latency_over_time(results_dir: str | Path, ds: xr.Dataset, window_s: int = 5
     for d in names.dims:
         if d not in ("scheduler",):
             names = names.isel({d: 0})
-    runs = [(str(s), results_dir / "runs" / str(n)) for s, n in zip(ds["scheduler"].values, names.values)]
+    where = {r["name"]: results_dir / r["path"] for r in read_manifest(results_dir)["runs"]}
+    runs = [(str(s), where[str(n)]) for s, n in zip(ds["scheduler"].values, names.values) if str(n) in where]
     runs = [(s, p) for s, p in runs if is_complete(p)]
     if not runs:
         return None
