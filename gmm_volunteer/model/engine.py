@@ -112,7 +112,7 @@ class Simulation:
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         self.steps = int(cfg.steps)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
-        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D21)
+        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D23)
         for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
             if hasattr(policy, "prepare"):
                 policy.prepare(self.params, self.steps)
@@ -154,7 +154,7 @@ class Simulation:
             self.control.act(self.arrays, self.t)
 
     def act_events(self) -> None:
-        """The scripted events due at the start of step `t` (D21)."""
+        """The scripted events due at the start of step `t` (D23)."""
         if self.t >= self.script.next_event:
             self.script.act(self.S, self.P, self.t)
 
