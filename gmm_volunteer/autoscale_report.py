@@ -10,8 +10,9 @@ scaling autoscaler is compared with ``fixed`` and ``la_imr`` with ``capacity_rul
 paired differences on the same seeds (`analysis.paired_difference`: runs of one seed
 share users, demand and bursts, D5 and D20).
 
-The figure shows, per autoscaler, the server's CPU capacity in units of base_profile and
-the P99 latency of the requests completed in each ``window`` over the run, for one seed.
+The figure shows the demand multiplier m(t) and, per autoscaler, the server's capacity in
+units of base_profile and the P99 latency of the requests completed in each ``window``
+over the run, for one seed.
 """
 
 from __future__ import annotations
@@ -73,6 +74,20 @@ def timeline(store: xr.Dataset, window: int = 300) -> pd.DataFrame:
             p99[k] = np.quantile(sel, 0.99)
     units = np.array([cap[a:b].mean() for a, b in zip(edges[:-1], np.minimum(edges[1:], steps))]) / base_cpu
     return pd.DataFrame({"hour": start_hour + edges[:-1] / 3600.0, "capacity_units": units, "p99": p99})
+
+
+def demand_series(store: xr.Dataset) -> np.ndarray:
+    """The run's demand multiplier m(t) (D18, D20), rebuilt from its stored config and
+    seed: the bursts are drawn from the seed's own stream, as in the run."""
+    from gmm_volunteer.demand import Demand
+    from gmm_volunteer.rng import seed_sequence
+    from gmm_volunteer.yamlio import load_yaml
+
+    cfg = load_yaml(str(store.attrs.get("config", "")), "config") or {}
+    seed = cfg.get("seed")
+    if seed is None:
+        seed = int(store.attrs["seed_entropy"])
+    return Demand.model_validate(cfg.get("demand") or {}).multiplier(int(store.attrs["steps"]), seed_sequence(seed))
 
 
 def add_run_metrics(ds: xr.Dataset, results, tau: float = TAU) -> xr.Dataset:
@@ -142,22 +157,30 @@ def day_figure(ds: xr.Dataset, results, seed=None, window: int = 300):
     from gmm_volunteer.results import open_result
 
     seed = ds["seed"].values[0] if seed is None else seed
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    fig, (dem, top, bottom) = plt.subplots(3, 1, figsize=(11, 9), sharex=True,
+                                           gridspec_kw={"height_ratios": [1, 2, 2]})
+    drawn = False
     for a in ds["autoscaler"].values:
         name = str(ds["run_name"].sel(autoscaler=a, seed=seed).values)
         path = runs_dir(results) / f"{name}.zarr"
         if not name or not path.exists():
             continue
-        tl = timeline(open_result(path), window)
+        store = open_result(path)
+        tl = timeline(store, window)
+        if not drawn:  # the same in every run of the seed (common random numbers)
+            m = demand_series(store)
+            dem.plot(tl["hour"].iloc[0] + np.arange(m.size) / 3600.0, m, color="grey", lw=0.7)
+            drawn = True
         top.step(tl["hour"], tl["capacity_units"], where="post", label=str(a))
         bottom.plot(tl["hour"], tl["p99"], label=str(a))
-    top.set_ylabel("server CPU capacity (units of base_profile)")
+    dem.set_ylabel("demand multiplier m(t)")
+    top.set_ylabel("server capacity (x base_profile)")
     bottom.set_ylabel(f"P99 latency per {window // 60} min (s)")
     bottom.set_yscale("log")
     bottom.axhline(TAU, color="grey", ls="--", lw=0.8)
     bottom.set_xlabel("hour of the day")
     top.legend(loc="upper left", fontsize=8)
-    top.set_title(f"Capacity and latency over the run, seed {seed}")
+    dem.set_title(f"Demand, capacity and latency over the run, seed {seed}")
     fig.tight_layout()
     return fig
 

@@ -124,3 +124,20 @@ def test_report_of_a_sweep_over_autoscalers(tmp_path, synthetic_model):
     text = html_path.read_text()
     assert "Capacity and P99 latency over the run" in text and "data:image/png;base64," in text
     assert "capacity_rule - fixed" in text and "minutes in SLO violation" in text and "P99 light5 (s)" in text
+
+
+def test_the_report_rebuilds_the_runs_demand_with_its_bursts(tmp_path, synthetic_model):
+    from gmm_volunteer.autoscale_report import demand_series
+    from gmm_volunteer.config import config_from_dict
+    from gmm_volunteer.engine import Simulation
+    from gmm_volunteer.results import open_result, write_result
+
+    law = {"alpha": 1.2, "low": 20, "high": 100}
+    cfg = config_from_dict({"steps": 300, "seed": 4, "model": str(synthetic_model), "users": {"count": 20},
+                            "server": {"capacity": 2.0},
+                            "demand": {"daily": {"kind": "sinusoid"}, "start_hour": 6.0,
+                                       "bursts": {"rate": 30.0, "factor": {**law, "low": 2, "high": 3},
+                                                  "duration": law}}})
+    sim = Simulation(cfg)
+    write_result(sim.run(progress=False), tmp_path / "r.zarr")
+    np.testing.assert_allclose(np.cumsum(demand_series(open_result(tmp_path / "r.zarr"))), sim.arrays.dm_cum[1:])
