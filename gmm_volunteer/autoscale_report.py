@@ -134,8 +134,7 @@ def paired_table(ds: xr.Dataset, confidence: float = 0.95) -> pd.DataFrame:
     quantity and per request type's P99: mean per-seed difference, bootstrap interval."""
     names = [str(a) for a in ds["autoscaler"].values]
     pairs = [(a, REFERENCE) for a in names if a != REFERENCE and REFERENCE in names]
-    if "la_imr" in names and "capacity_rule" in names:
-        pairs.append(("la_imr", "capacity_rule"))
+    pairs += [("la_imr", c) for c in names if "la_imr" in names and c.startswith("capacity_rule")]
     qs = _quantities(ds)
     p99 = analysis.latency_quantile(ds, 0.99)
     for t in p99["request_type"].values:
@@ -147,6 +146,22 @@ def paired_table(ds: xr.Dataset, confidence: float = 0.95) -> pd.DataFrame:
             rows.append({"comparison": f"{a} - {b}", "quantity": label, "mean": float(r["mean"]),
                          "low": float(r["low"]), "high": float(r["high"]), "seeds": int(r["n_seeds"])})
     return pd.DataFrame(rows).set_index(["comparison", "quantity"])
+
+
+def join_sweeps(*sweeps) -> xr.Dataset:
+    """Several sweeps over `autoscaler` on the same seeds as one dataset with the run
+    metrics, for paired differences across them; each sweep is ``(results, labels)``,
+    labels renaming its autoscaler values (e.g. ``{"capacity_rule": "capacity_rule_0.87"}``
+    for a variant run by another grid)."""
+    from gmm_volunteer.combine import open_combined
+
+    parts = []
+    for results, labels in sweeps:
+        ds = add_run_metrics(open_combined(results), results)
+        parts.append(ds.assign_coords(autoscaler=[(labels or {}).get(str(a), str(a))
+                                                  for a in ds["autoscaler"].values]))
+    return xr.concat(parts, "autoscaler", data_vars="minimal", coords="minimal", compat="override",
+                     join="override", combine_attrs="drop_conflicts")
 
 
 def day_figure(ds: xr.Dataset, results, seed=None, window: int = 300):
