@@ -98,3 +98,18 @@ def test_runs_differing_in_autoscaler_or_scheduler_share_the_bursts(synthetic_mo
     m = Demand(bursts=BURSTS).multiplier(900, seed_sequence(11))
     np.testing.assert_allclose(base.arrays.dm_cum[1:], np.cumsum(m))
     assert m.max() >= 2.0 and m.min() == 1.0
+
+
+def test_bad_bursts_exit_2_from_the_cli(synthetic_model, tmp_path, capsys):
+    import yaml
+
+    from gmm_volunteer.cli import main
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, "server": {"capacity": 1},
+                                    "model": str(synthetic_model),
+                                    "demand": {"bursts": {"rate": 1, "factor": {"alpha": 1, "low": 2, "high": 1},
+                                                          "duration": {"alpha": 1, "low": 1, "high": 9}}}}))
+    assert main(["run", str(path)]) == 2
+    assert "demand.bursts.factor.high" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
