@@ -11,7 +11,7 @@ import sys
 
 import pandas as pd
 
-from gmm_volunteer.autoscale_report import join_sweeps, paired_table, summary_table
+from gmm_volunteer.experiments.autoscale_report import join_sweeps, paired_table, summary_table
 
 main, matched = (sys.argv[1:3] if len(sys.argv) >= 3 else ("results/autoscalers", "results/autoscalers_matched"))
 ds = join_sweeps((main, None), (matched, {"capacity_rule": "capacity_rule_0.87"}))

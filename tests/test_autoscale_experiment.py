@@ -11,10 +11,10 @@ import pytest
 import xarray as xr
 import yaml
 
-from gmm_volunteer import latency_fit
-from gmm_volunteer.autoscale_report import violation_minutes
+from gmm_volunteer.experiments import latency_fit
+from gmm_volunteer.experiments.autoscale_report import violation_minutes
 from gmm_volunteer.policies.autoscalers.la_imr import erlang_c_wait
-from gmm_volunteer.sweep import GridError, load_grid, run_sweep
+from gmm_volunteer.experiments.sweep import GridError, load_grid, run_sweep
 
 
 def _grid(tmp_path, model, per_value, steps=240, seeds=2):
@@ -114,7 +114,7 @@ def test_violation_minutes_count_minutes_whose_p99_exceeds_tau():
 
 
 def test_report_of_a_sweep_over_autoscalers(tmp_path, synthetic_model):
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     grid = _grid(tmp_path, synthetic_model, CR)
     report = run_sweep(load_grid(grid), serial=True)
@@ -127,10 +127,10 @@ def test_report_of_a_sweep_over_autoscalers(tmp_path, synthetic_model):
 
 
 def test_the_report_rebuilds_the_runs_demand_with_its_bursts(tmp_path, synthetic_model):
-    from gmm_volunteer.autoscale_report import demand_series
-    from gmm_volunteer.config import config_from_dict
-    from gmm_volunteer.engine import Simulation
-    from gmm_volunteer.results import open_result, write_result
+    from gmm_volunteer.experiments.autoscale_report import demand_series
+    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.io.results import open_result, write_result
 
     law = {"alpha": 1.2, "low": 20, "high": 100}
     cfg = config_from_dict({"steps": 300, "seed": 4, "model": str(synthetic_model), "users": {"count": 20},

@@ -1,4 +1,4 @@
-"""Random bursts of demand (issue 11 item 1; docs/model.md D20): the bounded-Pareto law,
+"""Random bursts of demand (issue 11 item 1; docs/model.md D22): the bounded-Pareto law,
 the Poisson count, the bursts' own stream (common random numbers), validation, and a
 run with drawn bursts equal to the same run with those bursts scripted."""
 
@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.bursts import BoundedPareto, Bursts, draw_bursts
-from gmm_volunteer.config import ConfigError, config_from_dict
-from gmm_volunteer.demand import Demand
-from gmm_volunteer.engine import Simulation, simulate
-from gmm_volunteer.rng import seed_sequence
+from gmm_volunteer.model.bursts import BoundedPareto, Bursts, draw_bursts
+from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.model.demand import Demand
+from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.model.rng import seed_sequence
 
 LAW = BoundedPareto(alpha=1.2, low=60.0, high=1800.0)
 Z = 4.5  # standard errors: the repository's tolerance for statistical checks
@@ -103,7 +103,7 @@ def test_runs_differing_in_autoscaler_or_scheduler_share_the_bursts(synthetic_mo
 def test_bad_bursts_exit_2_from_the_cli(synthetic_model, tmp_path, capsys):
     import yaml
 
-    from gmm_volunteer.cli import main
+    from gmm_volunteer.cli.commands import main
 
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, "server": {"capacity": 1},

@@ -210,7 +210,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     feedback.info(f"report: reading {args.results}")
     ds = _open_results(args.results)
-    from gmm_volunteer import autoscale_report
+    from gmm_volunteer.experiments import autoscale_report
 
     if autoscale_report.is_autoscaler_sweep(ds) and not any(s.partition("=")[0].strip() == "autoscaler"
                                                              for s in args.sel):

@@ -146,7 +146,7 @@ def _per_value(data, grid: dict, fixed: dict, source: str) -> dict:
     for key, by_value in data.items():
         where = f"{source}: per_value.{key}"
         if key not in grid:
-            from gmm_volunteer.suggest import did_you_mean
+            from gmm_volunteer.model.suggest import did_you_mean
 
             raise GridError(f"{where}: not a grid key{did_you_mean(str(key), map(str, grid))} "
                             f"(grid keys: {', '.join(map(str, grid))})")

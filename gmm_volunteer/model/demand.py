@@ -1,5 +1,5 @@
 """Demand that changes over time: a daily profile, scripted surges and random bursts
-(issue 11 item 1; docs/model.md D18, D20).
+(issue 11 item 1; docs/model.md D18, D22).
 
 The paper's users are stationary (paper 2.2: think times and online/offline periods
 drawn from fixed laws). Here a multiplier m(t) >= 0 of the request rate and, if asked,
@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gmm_volunteer.bursts import Bursts, draw_bursts
+from gmm_volunteer.model.bursts import Bursts, draw_bursts
 
 
 class _Strict(BaseModel):
@@ -83,7 +83,7 @@ class Demand(_Strict):
     daily: Sinusoid | Table | None = Field(None, discriminator="kind")
     start_hour: float = Field(0.0, ge=0, lt=24)  # clock hour at step 0
     surges: list[Surge] = Field(default_factory=list)
-    bursts: Bursts | None = None  # random surges (D20)
+    bursts: Bursts | None = None  # random surges (D22)
     think_time: bool = True  # m scales the request rate (think times)
     online: bool = False  # m scales the rate at which offline users come online
 

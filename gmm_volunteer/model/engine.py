@@ -115,7 +115,7 @@ class Simulation:
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
-        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps, self.seed_seq)  # D18, D20; inactive by default
+        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps, self.seed_seq)  # D18, D22; inactive by default
         self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
         self.S = pack_state(self.arrays)
         self.control.start(self.arrays)

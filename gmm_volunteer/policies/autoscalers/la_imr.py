@@ -16,8 +16,8 @@ the seed's critique notes its P99 then exceeds the SLO; ``budget`` is therefore 
 mean-latency budget, and the experiment reports P99 separately.
 
 alpha, beta, gamma come from the simulator's own runs at fixed capacity
-(`gmm_volunteer.latency_fit`, which calls `fit_latency_model` over (per-unit arrival
-rate, mean latency minus W_q) points, docs/model.md D21); the defaults are placeholders
+(`gmm_volunteer.experiments.latency_fit`, which calls `fit_latency_model` over (per-unit arrival
+rate, mean latency minus W_q) points, docs/model.md D23); the defaults are placeholders
 of the right order, for configs that do not give fitted values.
 """
 

@@ -1,5 +1,5 @@
 """Random bursts of demand: surges at Poisson times with bounded-Pareto sizes and
-durations (issue 11 item 1; docs/model.md D20).
+durations (issue 11 item 1; docs/model.md D22).
 
 Seed 001 (LA-IMR, section V) drives its autoscalers with bursty arrivals emulated by a
 bounded-Pareto law; the paper's users (paper 2.2) have stationary think times. A burst

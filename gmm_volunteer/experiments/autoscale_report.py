@@ -8,7 +8,7 @@ minute is in violation when the ``quantile`` (0.99) of the latency of the reques
 paper eq. 3) exceeds ``tau`` seconds; a minute in which nothing ended is not. Each
 scaling autoscaler is compared with ``fixed`` and ``la_imr`` with ``capacity_rule`` by
 paired differences on the same seeds (`analysis.paired_difference`: runs of one seed
-share users, demand and bursts, D5 and D20).
+share users, demand and bursts, D5 and D22).
 
 The figure shows the demand multiplier m(t) and, per autoscaler, the server's capacity in
 units of base_profile and the P99 latency of the requests completed in each ``window``
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from gmm_volunteer import analysis
+from gmm_volunteer.experiments import analysis
 
 TAU = 30.0  # s, the SLO of the report: P99 of ended requests per minute
 REFERENCE = "fixed"
@@ -57,7 +57,7 @@ def timeline(store: xr.Dataset, window: int = 300) -> pd.DataFrame:
     the P99 latency of the requests completed in it."""
     cap = np.asarray(store["dedicated_capacity"].sel(resource="cpu").values, np.float64)
     steps = cap.size
-    from gmm_volunteer.yamlio import load_yaml
+    from gmm_volunteer.io.yamlio import load_yaml
 
     cfg = load_yaml(str(store.attrs.get("config", "")), "config") or {}
     base_cpu = float((cfg.get("base_profile") or {}).get("cpu", 200.0))
@@ -77,11 +77,11 @@ def timeline(store: xr.Dataset, window: int = 300) -> pd.DataFrame:
 
 
 def demand_series(store: xr.Dataset) -> np.ndarray:
-    """The run's demand multiplier m(t) (D18, D20), rebuilt from its stored config and
+    """The run's demand multiplier m(t) (D18, D22), rebuilt from its stored config and
     seed: the bursts are drawn from the seed's own stream, as in the run."""
-    from gmm_volunteer.demand import Demand
-    from gmm_volunteer.rng import seed_sequence
-    from gmm_volunteer.yamlio import load_yaml
+    from gmm_volunteer.model.demand import Demand
+    from gmm_volunteer.model.rng import seed_sequence
+    from gmm_volunteer.io.yamlio import load_yaml
 
     cfg = load_yaml(str(store.attrs.get("config", "")), "config") or {}
     seed = cfg.get("seed")
@@ -92,7 +92,7 @@ def demand_series(store: xr.Dataset) -> np.ndarray:
 
 def add_run_metrics(ds: xr.Dataset, results, tau: float = TAU) -> xr.Dataset:
     """`ds` plus ``slo_violation_minutes`` (autoscaler, seed), read from the run stores."""
-    from gmm_volunteer.results import open_result
+    from gmm_volunteer.io.results import open_result
 
     names = ds["run_name"].load()
     out = xr.full_like(names, np.nan, dtype=np.float64)
@@ -153,7 +153,7 @@ def join_sweeps(*sweeps) -> xr.Dataset:
     metrics, for paired differences across them; each sweep is ``(results, labels)``,
     labels renaming its autoscaler values (e.g. ``{"capacity_rule": "capacity_rule_0.87"}``
     for a variant run by another grid)."""
-    from gmm_volunteer.combine import open_combined
+    from gmm_volunteer.experiments.combine import open_combined
 
     parts = []
     for results, labels in sweeps:
@@ -169,7 +169,7 @@ def day_figure(ds: xr.Dataset, results, seed=None, window: int = 300):
     for one seed (the first by default: bursts differ between seeds)."""
     import matplotlib.pyplot as plt
 
-    from gmm_volunteer.results import open_result
+    from gmm_volunteer.io.results import open_result
 
     seed = ds["seed"].values[0] if seed is None else seed
     fig, (dem, top, bottom) = plt.subplots(3, 1, figsize=(11, 9), sharex=True,
@@ -201,7 +201,7 @@ def day_figure(ds: xr.Dataset, results, seed=None, window: int = 300):
 
 
 def render_html(ds: xr.Dataset, results, title: str) -> str:
-    from gmm_volunteer.report import _CSS, _img, _table_html
+    from gmm_volunteer.experiments.report import _CSS, _img, _table_html
 
     ds = add_run_metrics(ds, results)
     a = ds.attrs

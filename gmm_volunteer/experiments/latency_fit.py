@@ -1,6 +1,6 @@
 """LA-IMR's latency model fitted from the simulator's own runs at fixed capacity, and its
 prediction error on held-out loads (issue 11 items 3-4; seed 001 section III-C;
-docs/model.md D21; docs/experiments.md section 7).
+docs/model.md D23; docs/experiments.md section 7).
 
 Seed 001 fits L = alpha + beta x lambda~^gamma (lambda~ the per-unit arrival rate) to
 latencies measured at a few loads and then uses it, plus the Erlang-C wait of M/M/N
@@ -20,7 +20,7 @@ load range and tested on another. Here:
 4. that model predicts the held-out runs; the table gives observed, predicted and the
    relative error.
 
-Command: ``python -m gmm_volunteer.latency_fit CONFIG -o FILE.yaml`` (options below);
+Command: ``python -m gmm_volunteer.experiments.latency_fit CONFIG -o FILE.yaml`` (options below);
 FILE.yaml holds the parameters as ``autoscaler_options`` for ``la_imr`` and the table.
 """
 
@@ -55,7 +55,7 @@ class Point:
 
 def run_config(path, units: int, load: float, unit: float, steps: int, seed: int):
     """The run config at N fixed units and constant load factor f."""
-    from gmm_volunteer.config import load_config
+    from gmm_volunteer.model.config import load_config
 
     return load_config(path, [
         "autoscaler=fixed", "autoscaler_options={}", f"server.capacity={units * unit}",
@@ -118,7 +118,7 @@ def table(points: list[Point]) -> str:
 
 
 def run_fit(config, units, train_loads, test_loads, steps, warmup, seed, unit=1.0, progress=print) -> dict:
-    from gmm_volunteer.engine import simulate
+    from gmm_volunteer.model.engine import simulate
 
     points = []
     for split, loads in (("train", train_loads), ("test", test_loads)):
@@ -148,7 +148,7 @@ def _positive_list(kind):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gmm_volunteer.latency_fit",
+    ap = argparse.ArgumentParser(prog="python -m gmm_volunteer.experiments.latency_fit",
                                  description="Fit LA-IMR's latency model from fixed-capacity runs and "
                                              "evaluate it on held-out loads (docs/experiments.md section 7).")
     ap.add_argument("config", help="run config (its demand profile and autoscaler are replaced)")
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    from gmm_volunteer.config import ConfigError
+    from gmm_volunteer.model.config import ConfigError
 
     out = Path(args.output)
     if not 0 <= args.warmup < args.steps:
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     import yaml
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("# LA-IMR latency model fitted by python -m gmm_volunteer.latency_fit\n"
+    out.write_text("# LA-IMR latency model fitted by python -m gmm_volunteer.experiments.latency_fit\n"
                    + yaml.safe_dump(result, sort_keys=False), encoding="utf-8")
     p = result["autoscaler_options"]
     print(f"alpha = {p['alpha']:.4f} s, beta = {p['beta']:.4f}, gamma = {p['gamma']:.4f}")
