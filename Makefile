@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench experiments clean clean-cache
+.PHONY: demo test test-slow bench experiments autoscale-experiment clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test-slow: $(STAMP)
 experiments: $(STAMP)
 	$(BIN)/gmmv sweep configs/grid_small.yaml
 	$(BIN)/gmmv report results/grid_small -o results/grid_small/report.html
+
+# The autoscaler comparison (a simulated day, 10,000 users, 4 autoscalers x 3 seeds) and
+# its report: results/autoscalers/report.html (docs/experiments.md section 7)
+autoscale-experiment: $(STAMP)
+	$(BIN)/gmmv sweep configs/experiments/autoscalers.yaml
+	$(BIN)/gmmv report results/autoscalers -o results/autoscalers/report.html
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

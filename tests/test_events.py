@@ -1,4 +1,4 @@
-"""Scripted events: overload, departures, joins (issue 12 item 5; docs/model.md D23)."""
+"""Scripted events: overload, departures, joins (issue 12 item 5; docs/model.md D25)."""
 
 from __future__ import annotations
 

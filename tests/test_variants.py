@@ -1,4 +1,4 @@
-"""Model variants and the accuracy served (issue 12 item 1; docs/model.md D22)."""
+"""Model variants and the accuracy served (issue 12 item 1; docs/model.md D24)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_schedulers_that_do_not_choose_are_unaffected_by_variants(scheduler):
     b = Simulation(_cfg(scheduler, True)).run(progress=False)
     for x, y in zip(_log(a), _log(b)):
         assert np.array_equal(x, y)
-    # the server holds every model (D22), so only its stored data grows: by the variants'
+    # the server holds every model (D24), so only its stored data grows: by the variants'
     assert np.array_equal(a.server_consumption[:, :4], b.server_consumption[:, :4])
     assert np.array_equal(a.user_consumption, b.user_consumption)
     p = build_params(_cfg(scheduler, True), load_bundle(MODEL))

@@ -209,7 +209,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli import feedback
 
     feedback.info(f"report: reading {args.results}")
-    ds = _select(_open_results(args.results), args.sel, args.results)
+    ds = _open_results(args.results)
+    from gmm_volunteer.experiments import autoscale_report
+
+    if autoscale_report.is_autoscaler_sweep(ds) and not any(s.partition("=")[0].strip() == "autoscaler"
+                                                             for s in args.sel):
+        # a grid over autoscalers: its own figure and tables (docs/experiments.md section 7)
+        feedback.info(f"report: autoscaler comparison into {out}")
+        out = autoscale_report.write_report(ds, args.results, out, title=args.title)
+        print(f"wrote {out}")
+        return 0
+    ds = _select(ds, args.sel, args.results)
     ds.attrs["results_dir"] = str(Path(args.results).resolve())  # run stores, for figures
     feedback.detail("report: dimensions " + ", ".join(f"{d}={n}" for d, n in ds.sizes.items()))
     feedback.info(f"report: drawing figures and tables into {out}")

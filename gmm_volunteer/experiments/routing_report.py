@@ -134,7 +134,7 @@ def sections(ds: xr.Dataset, img, table_html) -> list[str]:
     parts = ["<h2>Routing comparison (means over seeds)</h2>",
              "<p>P99 per request type over completed requests; accuracy served = mean top-1 "
              "accuracy of the model variants serving completed requests' classification slots "
-             "(docs/model.md D22); monitoring = the routers' monitoring traffic "
+             "(docs/model.md D24); monitoring = the routers' monitoring traffic "
              "(docs/routing.md); estimator error = mean |predicted - realized| / realized of "
              "the queue-aware routers' delay predictions.</p>",
              table_html(comparison_table(ds))]

@@ -35,7 +35,7 @@ DIM_NAMES = {
     "server.capacity": "server_capacity",
     "scheduler": "scheduler",
 }
-GRID_KEYS = ("base", "grid", "seeds", "output", "set", "description")
+GRID_KEYS = ("base", "grid", "seeds", "output", "set", "per_value", "description")
 FAILED_DIR = "failed"
 
 
@@ -67,6 +67,8 @@ class Grid:
     seeds: list
     output: Path
     fixed: dict = field(default_factory=dict)  # `set:` overrides for every run
+    # `per_value:` grid key -> value (as text) -> overrides for the runs with that value
+    per_value: dict = field(default_factory=dict)
     description: str = ""
 
     @property
@@ -97,6 +99,8 @@ class Grid:
             path = self.output / RUNS_DIR / f"{name}.zarr"
             overrides = dict(self.fixed)
             overrides.update(zip(keys, values))
+            for key, value in zip(keys, values):  # e.g. the options that go with a policy
+                overrides.update(self.per_value.get(key, {}).get(_value_text(value), {}))
             overrides["seed"] = seed
             overrides["output.path"] = str(path)
             where = f"{self.source} (run {name})"
@@ -123,6 +127,43 @@ def _fmt_value(v) -> str:
 def run_name(coords: dict) -> str:
     """Store name of a run, e.g. ``users-1000_user_capacity-2_..._seed-0``."""
     return "_".join(f"{k}-{_fmt_value(v)}" for k, v in coords.items())
+
+
+def _value_text(v) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+
+
+def _per_value(data, grid: dict, fixed: dict, source: str) -> dict:
+    """Validate ``per_value:``: grid key -> value of that key -> {dotted key: value},
+    overrides applied to the runs with that value (a policy's options, which another
+    policy of the same grid dimension would reject)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise GridError(f"{source}: per_value: must be a mapping of grid keys to "
+                        "{value: {dotted key: value}} mappings")
+    out = {}
+    for key, by_value in data.items():
+        where = f"{source}: per_value.{key}"
+        if key not in grid:
+            from gmm_volunteer.model.suggest import did_you_mean
+
+            raise GridError(f"{where}: not a grid key{did_you_mean(str(key), map(str, grid))} "
+                            f"(grid keys: {', '.join(map(str, grid))})")
+        if not isinstance(by_value, dict):
+            raise GridError(f"{where}: must be a mapping of the key's values to overrides")
+        known = {_value_text(v) for v in grid[key]}
+        out[key] = {}
+        for value, sets in by_value.items():
+            if _value_text(value) not in known:
+                raise GridError(f"{where}.{value}: not one of the grid's values ({', '.join(sorted(known))})")
+            if not isinstance(sets, dict):
+                raise GridError(f"{where}.{value}: must be a mapping of dotted keys to values")
+            for k in sets:
+                if k in grid or k in fixed or k in ("seed", "output.path"):
+                    raise GridError(f"{where}.{value}.{k}: also a grid key, a 'set:' key or set by the sweep")
+            out[key][_value_text(value)] = dict(sets)
+    return out
 
 
 def _seeds(value, source: str) -> list[int]:
@@ -232,7 +273,7 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
     if out.exists() and not out.is_dir():
         raise GridError(f"{source}: output: {out} exists and is not a directory")
     g = Grid(source=path, base=base, base_data=base_data, dims=dims, seeds=seeds,
-             output=out, fixed=dict(fixed),
+             output=out, fixed=dict(fixed), per_value=_per_value(data.get("per_value"), grid, fixed, source),
              description=str(data.get("description", "")))
     from gmm_volunteer.model.preflight import check_run
 

@@ -71,7 +71,7 @@ def marginal_memory(S, P, v, j, t):
 def assign(S, P, i, p, v, t, j=-1):
     """Place slot p of user i's request on node v (u^{y,pi} = execute), served by
     subtask j: the requested one (-1) or one of its model variants (P.var_list,
-    docs/model.md D22)."""
+    docs/model.md D24)."""
     if j < 0:
         j = P.task_sub[S.rq_type[i], p]
     phase = first_phase(v)

@@ -457,7 +457,7 @@ class Execution(_Section):
     # Subtasks of one type entering a phase on one node in the same step form one batch
     # (paper 2.2). Off: every placement is its own batch (the queueing checks use it).
     batching: bool = True
-    # Model variants (docs/model.md D22): slots whose subtask type shares a `function`
+    # Model variants (docs/model.md D24): slots whose subtask type shares a `function`
     # with other types in the bundle may be served by those types too, for the schedulers
     # that choose a variant (asrb). Off: every slot runs its requested type, bit for bit
     # as before variants existed.
@@ -488,7 +488,7 @@ class RunConfig(_Section):
     allocation: Allocation = Field(default_factory=Allocation)
     execution: Execution = Field(default_factory=Execution)
     demand: Demand = Field(default_factory=Demand)  # time-varying demand (D18)
-    events: list[ScriptedEvent] = Field(default_factory=list)  # scripted perturbations (D23)
+    events: list[ScriptedEvent] = Field(default_factory=list)  # scripted perturbations (D25)
     output: Output = Field(default_factory=Output)
 
     @field_validator("scheduler", "executor", "autoscaler")

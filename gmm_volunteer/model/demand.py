@@ -1,11 +1,14 @@
-"""Demand that changes over time: a daily profile and scripted surges (issue 11 item 1;
-docs/model.md D18).
+"""Demand that changes over time: a daily profile, scripted surges and random bursts
+(issue 11 item 1; docs/model.md D18, D22).
 
 The paper's users are stationary (paper 2.2: think times and online/offline periods
 drawn from fixed laws). Here a multiplier m(t) >= 0 of the request rate and, if asked,
 of the rate at which offline users come back, varies over the day and in surges:
 
-    m(t) = daily(hour of t) x product of the factors of the surges active at t.
+    m(t) = daily(hour of t) x product of the factors of the surges active at t,
+
+the surges being the scripted ones and the bounded-Pareto bursts (`bursts.py`) drawn
+for the run from their own random stream.
 
 It acts as a time change (a non-homogeneous renewal process): a duration D0 drawn from
 the stationary law (the same keyed draw as without a profile, D5) ends at the first
@@ -22,6 +25,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gmm_volunteer.model.bursts import Bursts, draw_bursts
 
 
 class _Strict(BaseModel):
@@ -78,6 +83,7 @@ class Demand(_Strict):
     daily: Sinusoid | Table | None = Field(None, discriminator="kind")
     start_hour: float = Field(0.0, ge=0, lt=24)  # clock hour at step 0
     surges: list[Surge] = Field(default_factory=list)
+    bursts: Bursts | None = None  # random surges (D22)
     think_time: bool = True  # m scales the request rate (think times)
     online: bool = False  # m scales the rate at which offline users come online
 
@@ -89,13 +95,23 @@ class Demand(_Strict):
 
     @property
     def active(self) -> bool:
-        return self.daily is not None or bool(self.surges)
+        return self.daily is not None or bool(self.surges) or self.bursts is not None
 
-    def multiplier(self, steps: int) -> np.ndarray:
-        """m(t) for t = 0..steps-1."""
+    def all_surges(self, steps: int, seed_seq: np.random.SeedSequence | None = None) -> list[Surge]:
+        """The scripted surges, then the bursts drawn for a run of `steps` steps whose
+        root seed sequence is `seed_seq` (required when there are bursts)."""
+        if self.bursts is None:
+            return list(self.surges)
+        if seed_seq is None:
+            raise ValueError("random bursts need the run's seed sequence")
+        return list(self.surges) + [Surge(start=s, duration=d, factor=f)
+                                    for s, d, f in draw_bursts(self.bursts, steps, seed_seq)]
+
+    def multiplier(self, steps: int, seed_seq: np.random.SeedSequence | None = None) -> np.ndarray:
+        """m(t) for t = 0..steps-1 (`seed_seq`: the run's, for the bursts)."""
         t = np.arange(steps, dtype=np.float64)
         m = np.ones(steps) if self.daily is None else self.daily.factor((self.start_hour + t / 3600.0) % 24.0)
-        for s in self.surges:
+        for s in self.all_surges(steps, seed_seq):
             m[s.start: s.start + s.duration] *= s.factor
         return m
 
@@ -105,10 +121,11 @@ def cumulative(m: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(m, dtype=np.float64)])
 
 
-def demand_arrays(demand: Demand, steps: int) -> tuple[np.ndarray, np.ndarray]:
+def demand_arrays(demand: Demand, steps: int,
+                  seed_seq: np.random.SeedSequence | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(dm_cum, dm_on) of the state: the cumulative multiplier and which durations it
     warps ([think time, offline period]); a 1-element cum and zeros when inactive."""
     if not demand.active:
         return np.zeros(1), np.zeros(2, np.int64)
     on = np.array([int(demand.think_time), int(demand.online)], np.int64)
-    return cumulative(demand.multiplier(steps)), on
+    return cumulative(demand.multiplier(steps, seed_seq)), on

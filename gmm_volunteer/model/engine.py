@@ -112,14 +112,14 @@ class Simulation:
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         self.steps = int(cfg.steps)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
-        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D23)
+        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
         for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
             if hasattr(policy, "prepare"):
                 policy.prepare(self.params, self.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
-        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps)  # D18; inactive by default
+        dm_cum, dm_on = demand_arrays(cfg.demand, self.steps, self.seed_seq)  # D18, D22; inactive by default
         self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
         self.S = pack_state(self.arrays)
         self.control.start(self.arrays)
@@ -154,7 +154,7 @@ class Simulation:
             self.control.act(self.arrays, self.t)
 
     def act_events(self) -> None:
-        """The scripted events due at the start of step `t` (D23)."""
+        """The scripted events due at the start of step `t` (D25)."""
         if self.t >= self.script.next_event:
             self.script.act(self.S, self.P, self.t)
 

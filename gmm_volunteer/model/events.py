@@ -1,5 +1,5 @@
 """Scripted perturbations: node overload, node departures, nodes joining (issue 12
-item 5; docs/model.md D23; docs/usage.md, "Scripted events").
+item 5; docs/model.md D25; docs/usage.md, "Scripted events").
 
 The paper's users follow stationary laws (paper 2.2). Seed 000's testbed (section 6.1)
 instead perturbs its nodes on a script: a node joins (T2), one reboots (T3), two are

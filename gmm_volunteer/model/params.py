@@ -197,7 +197,7 @@ def consumption_rings(cs_p, cs_q):
 
 
 def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool):
-    """Model variants (issue 12 item 1; docs/model.md D22).
+    """Model variants (issue 12 item 1; docs/model.md D24).
 
     Subtask j < n_req is the requested one of its (task type, slot); with variants
     enabled, every requested j whose subtask type names a `function` shared by other

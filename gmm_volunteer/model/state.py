@@ -26,7 +26,7 @@ from gmm_volunteer.model.structs import StateStruct, struct_fields
 STATE_FIELDS = (
     # availability (o, d^o): online flag, step of the last change, keyed period counter
     "online av_since av_count on_list on_pos n_on "
-    # scripted events (D23): hold end and background availability state per user, the
+    # scripted events (D25): hold end and background availability state per user, the
     # share of CPU and memory allocation each node keeps, nodes below a full share
     "av_hold av_sched ev_scale ev_n "
     # event heaps: availability transitions and request timers (think time / patience)
@@ -35,7 +35,7 @@ STATE_FIELDS = (
     "rq_type rq_since rq_start rq_count rq_nthink rq_tok rq_ndone rq_acc rq_list rq_pos n_rq obs_list n_obs "
     # request log
     "lg_user lg_type lg_start lg_end lg_out lg_acc n_lg "
-    # completed subtasks per subtask j (variants served, D22)
+    # completed subtasks per subtask j (variants served, D24)
     "sv_count "
     # allocations a_t and their ARMA histories
     "alloc al_y al_e al_normals al_park_y al_park_e "

@@ -1,4 +1,4 @@
-"""Model variants and the accuracy served (issue 12 item 1; docs/model.md D22;
+"""Model variants and the accuracy served (issue 12 item 1; docs/model.md D24;
 docs/routing.md, "Model variants").
 
 The bundle's catalog says which subtask types are functionally equivalent (`function`)

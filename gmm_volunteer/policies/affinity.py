@@ -128,7 +128,7 @@ def affinity_place(S, P, t, args):
     busy_pos = np.empty(run_node.size, np.int64)
     busy = np.empty(run_node.size, np.int64)
     key = np.empty(run_node.size, np.float64)
-    for j in permutation(S.rng, STREAM_SCHEDULER, P.n_req):  # requested subtasks (D22)
+    for j in permutation(S.rng, STREAM_SCHEDULER, P.n_req):  # requested subtasks (D24)
         start, end = offs[j], offs[j + 1]
         if start == end:
             continue

@@ -5,7 +5,7 @@ Each pending subtask goes to the eligible node (D12) with the best score
 S = lambda (1 - min(L / L_cap, 1)) + (1 - lambda) A (seed 000 eq. 1), where L is the
 node's monitored latency (policies.monitor: moving average of feedback, probed when
 stale) and A the accuracy of the model variant that would serve the subtask (docs/model.md
-D22: with ``execution.variants`` every variant of the slot's type is a candidate). Candidates are taken from fit
+D24: with ``execution.variants`` every variant of the slot's type is a candidate). Candidates are taken from fit
 nodes scoring at least ``min_score``, else from overloaded nodes, else one is drawn at
 random among the feasible ones (seed 000 Algorithm 1, step 5). Nodes are labelled fit
 / unfit by their score and overloaded by CPU or memory use above the threshold, held for
@@ -156,7 +156,7 @@ def asrb_choose(S, P, R, j0, t):
 def asrb_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
-    schedule_downloads(S, P, t, int(R.po[K_MAXDL]), P.n_sub)  # variants' data too (D22)
+    schedule_downloads(S, P, t, int(R.po[K_MAXDL]), P.n_sub)  # variants' data too (D24)
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ def schedule_downloads(S, P, t, max_downloads, n_j=-1):
     server holds all data a priori). docs/model.md explains the default of 1.
 
     Candidates are subtasks 0..n_j-1: by default (-1) the requested ones (P.n_req); a
-    scheduler that serves slots with model variants passes P.n_sub (D22). The skip
+    scheduler that serves slots with model variants passes P.n_sub (D24). The skip
     bound below holds for any subset: it bounds the lightest missing subtask of all."""
     n_j = P.n_req if n_j < 0 else n_j
     heaviest = P.sub_heaviest

@@ -136,7 +136,7 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
     """Assign slot p of user i's request to v and remember it (for feedback); `dec` is
     its decision-log row (-1 none), `tag` = tier + 3 * offset for service learning
     (-1 none, see `learn_service`), `j` the variant serving it (-1: the requested
-    subtask; docs/model.md D22)."""
+    subtask; docs/model.md D24)."""
     assign(S, P, i, p, v, t, j)
     R.pl_node[i, p] = v
     R.pl_t[i, p] = t

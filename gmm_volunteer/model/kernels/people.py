@@ -73,7 +73,7 @@ def end_request(S, P, i, last_step, outcome):
     S.lg_start[k] = S.rq_start[i]
     S.lg_end[k] = last_step
     S.lg_out[k] = outcome
-    # mean accuracy of the variants that served the request's slots (D22): complete
+    # mean accuracy of the variants that served the request's slots (D24): complete
     # only for a completed request
     na = P.task_nacc[S.rq_type[i]]
     S.lg_acc[k] = S.rq_acc[i] / na if na > 0 else 0.0
@@ -168,7 +168,7 @@ def step_availability(S, P, t):
         _, i, _ = heap_pop(S.ah_t, S.ah_v, S.ah_t, S.ah_n)
         n = S.av_count[i] + 1
         S.av_count[i] = n
-        if S.av_hold[i] > t:  # held by a scripted event (D23): only its process switches
+        if S.av_hold[i] > t:  # held by a scripted event (D25): only its process switches
             going_off = S.av_sched[i] == 1
             S.av_sched[i] = 0 if going_off else 1
         else:

@@ -1,4 +1,4 @@
-"""Kernels of the scripted events (gmm_volunteer.model.events; docs/model.md D23).
+"""Kernels of the scripted events (gmm_volunteer.model.events; docs/model.md D25).
 
 State they use: ``av_hold[i]`` the step until which user i is held (-1: not held),
 ``av_sched[i]`` the state i's own availability process is in while held (1 online),

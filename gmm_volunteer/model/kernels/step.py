@@ -21,7 +21,7 @@ def dynamics_step(S, P, t):
     step_requests(S, P, t)
     S.ser_active[t] = S.n_rq[0]
     step_allocations(S, P, t)
-    if S.ev_n[0] > 0:  # scripted overload (D23)
+    if S.ev_n[0] > 0:  # scripted overload (D25)
         overload_allocations(S)
     for r in range(S.alloc.shape[1]):
         S.ser_salloc[t, r] = S.alloc[0, r]

@@ -16,8 +16,9 @@ the seed's critique notes its P99 then exceeds the SLO; ``budget`` is therefore 
 mean-latency budget, and the experiment reports P99 separately.
 
 alpha, beta, gamma come from the simulator's own runs at fixed capacity
-(`fit_latency_model` over (per-unit arrival rate, mean latency) points, docs/model.md
-D17); the defaults are placeholders of the right order, to be replaced by a fit.
+(`gmm_volunteer.experiments.latency_fit`, which calls `fit_latency_model` over (per-unit arrival
+rate, mean latency minus W_q) points, docs/model.md D23); the defaults are placeholders
+of the right order, for configs that do not give fitted values.
 """
 
 from __future__ import annotations
