@@ -55,7 +55,7 @@ def new_batch_size(S, P, v, j, t):
     """Size of the batch a placement of j on v in step t joins (0: a new batch)."""
     if not P.batching:
         return 0
-    b = batch_born_now(S, v, j, first_phase(v), t)
+    b = batch_born_now(S, P, v, j, first_phase(v), t)
     return S.b_size[b] if b >= 0 else 0
 
 
@@ -72,7 +72,7 @@ def assign(S, P, i, p, v, t):
     """Place slot p of user i's request on node v (u^{y,pi} = execute)."""
     j = P.task_sub[S.rq_type[i], p]
     phase = first_phase(v)
-    b = batch_born_now(S, v, j, phase, t) if P.batching else -1
+    b = batch_born_now(S, P, v, j, phase, t) if P.batching else -1
     if b < 0:
         b = batch_new(S, P, v, j, phase, t)
     S.ex_node[i, p] = v

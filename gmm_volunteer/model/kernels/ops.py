@@ -131,6 +131,44 @@ def draw_work_factor(S, P, j):
     return work_factor(S.rng, P.wk_dist[j], P.wk_lsd[j])
 
 
+# ---- merge table: the batch formed this step per (node, subtask, phase) -------------
+
+
+@njit(cache=True, inline="always")
+def _merge_slot(S, P, v, j, phase, t):
+    """Slot of key (v, j, phase) in the merge table: where step t's entry for it sits, or
+    the free slot where it goes (paper 2.2: same node, subtask, phase and age batch).
+
+    An open-addressing table with linear probing, sized to the batch pool (at least 4
+    slots per batch, `state.merge_table_size`): entries are valid only in the step they
+    were written, so a slot stamped with another step is free and nothing is ever
+    deleted. Its size follows the batches, not the users x subtasks x phases a dense
+    index would take (1.4 GB at 10^6 users)."""
+    key = (np.int64(v) * P.n_sub + j) * 4 + phase
+    mask = S.mg_key.shape[0] - 1
+    x = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)  # mix the key's bits (Fibonacci hashing)
+    h = np.int64((x ^ (x >> np.uint64(32))) & np.uint64(mask))
+    while S.mg_t[h] == t and S.mg_key[h] != key:
+        h = (h + 1) & mask
+    return h, key
+
+
+@njit(cache=True, inline="always")
+def merge_record(S, P, b, v, j, phase, t):
+    """Batch b of (v, j, phase) formed in step t: later arrivals of this step join it."""
+    h, key = _merge_slot(S, P, v, j, phase, t)
+    S.mg_key[h] = key
+    S.mg_id[h] = b
+    S.mg_t[h] = t
+
+
+@njit(cache=True, inline="always")
+def merge_lookup(S, P, v, j, phase, t):
+    """The batch last recorded for (v, j, phase) in step t, or -1."""
+    h, _ = _merge_slot(S, P, v, j, phase, t)
+    return S.mg_id[h] if S.mg_t[h] == t else -1
+
+
 # ---- batches --------------------------------------------------------------------
 
 
@@ -158,8 +196,7 @@ def batch_new(S, P, v, j, phase, t):
         S.b_nprev[h] = b
     S.nd_bhead[v] = b
     list_add(S.b_list, S.b_pos, S.n_b, b)
-    S.mg_id[v, j, phase] = b
-    S.mg_t[v, j, phase] = t
+    merge_record(S, P, b, v, j, phase, t)
     return b
 
 
@@ -183,11 +220,11 @@ def batch_free(S, b):
 
 
 @njit(cache=True, inline="always")
-def batch_born_now(S, v, j, phase, t):
+def batch_born_now(S, P, v, j, phase, t):
     """The batch of (v, j, phase) formed in step t (age 0), or -1."""
-    if S.mg_t[v, j, phase] != t:
+    b = merge_lookup(S, P, v, j, phase, t)
+    if b < 0:
         return -1
-    b = S.mg_id[v, j, phase]
     if S.b_node[b] == v and S.b_sub[b] == j and S.b_phase[b] == phase and S.b_born[b] == t and S.b_age[b] == 0:
         return b
     return -1
@@ -286,7 +323,7 @@ def batch_advance(S, P, b, t):
     while s >= 0:
         S.ex_phase[s // P.max_slots, s % P.max_slots] = nph
         s = S.sl_next[s]
-    target = batch_born_now(S, v, j, nph, t) if P.batching else -1
+    target = batch_born_now(S, P, v, j, nph, t) if P.batching else -1
     if target >= 0 and target != b:
         # Same node, subtask, phase and age: one batch from now on (paper 2.2).
         last = -1
@@ -310,8 +347,7 @@ def batch_advance(S, P, b, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
-    S.mg_id[v, j, nph] = b
-    S.mg_t[v, j, nph] = t
+    merge_record(S, P, b, v, j, nph, t)
 
 
 @njit(cache=True)
