@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+
 from pydantic import Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -59,7 +60,7 @@ K_P_OVER, K_P_FIT, K_P_UNFIT = K["period_overloaded"], K["period_fit"], K["perio
 K_MAXDL = K["max_downloads_per_node"]
 
 
-@njit(cache=True)
+@kernel
 def asrb_score(latency, accuracy, lam, cap):
     """Seed 000 eq. 1; a node without any latency sample scores as if at the cap."""
     if math.isnan(latency):
@@ -69,7 +70,7 @@ def asrb_score(latency, accuracy, lam, cap):
     return lam * (1.0 - norm) + (1.0 - lam) * accuracy
 
 
-@njit(cache=True)
+@kernel
 def asrb_label(R, v, score, t):
     """Judge v (overloaded beats fit/unfit), publish the label if it changed and set
     v's monitoring period from the label in effect; returns that label."""
@@ -89,7 +90,7 @@ def asrb_label(R, v, score, t):
     return label
 
 
-@njit(cache=True)
+@kernel
 def asrb_choose(S, P, R, j, t, accuracy):
     lam, cap, smin = R.po[K_LAMBDA], R.mc[C_LAT_CAP], R.po[K_MIN_SCORE]
     best_fit, s_fit = -1, -1.0
@@ -126,14 +127,14 @@ def asrb_choose(S, P, R, j, t, accuracy):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def asrb_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
 
 
-@njit(cache=True)
+@kernel
 def asrb_place(S, P, t, args):
     R = args[0]
     count_queues(S, R)

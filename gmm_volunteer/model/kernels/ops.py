@@ -9,6 +9,8 @@ place, whatever policy is plugged in.
 import numpy as np
 from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.params import (
     BAND_IN,
     DOWNLOAD,
@@ -172,7 +174,7 @@ def merge_lookup(S, P, v, j, phase, t):
 # ---- batches --------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def batch_new(S, P, v, j, phase, t):
     k = S.n_bfree[0] - 1
     b = S.b_free[k]
@@ -200,7 +202,7 @@ def batch_new(S, P, v, j, phase, t):
     return b
 
 
-@njit(cache=True)
+@kernel
 def batch_free(S, b):
     v = S.b_node[b]
     nx, pv = S.b_nnext[b], S.b_nprev[b]
@@ -230,7 +232,7 @@ def batch_born_now(S, P, v, j, phase, t):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _set_batch_size(S, P, b, n):
     S.b_size[b] = n
     m = mem_estimate(P, S.b_sub[b], n)
@@ -238,7 +240,7 @@ def _set_batch_size(S, P, b, n):
     S.b_mem[b] = m
 
 
-@njit(cache=True)
+@kernel
 def slot_join(S, P, b, i, p):
     s = i * P.max_slots + p
     h = S.b_head[b]
@@ -251,7 +253,7 @@ def slot_join(S, P, b, i, p):
     _set_batch_size(S, P, b, S.b_size[b] + 1)
 
 
-@njit(cache=True)
+@kernel
 def slot_leave(S, P, i, p):
     """Remove slot (i, p) from its batch; frees the batch when it empties."""
     b = S.ex_batch[i, p]
@@ -270,7 +272,7 @@ def slot_leave(S, P, i, p):
         _set_batch_size(S, P, b, S.b_size[b] - 1)
 
 
-@njit(cache=True)
+@kernel
 def abort_batch(S, P, b, event, t):
     """Every member of batch b goes back to idle (unplaced); the batch is freed."""
     v, j, n = S.b_node[b], S.b_sub[b], S.b_size[b]
@@ -286,7 +288,7 @@ def abort_batch(S, P, b, event, t):
     batch_free(S, b)
 
 
-@njit(cache=True)
+@kernel
 def release_slot(S, P, i, p, event, t):
     """Take slot (i, p) off its node: leaves its batch (counting `event`) or, if done,
     just forgets the result."""
@@ -302,7 +304,7 @@ def release_slot(S, P, i, p, event, t):
     S.ex_phase[i, p] = IDLE
 
 
-@njit(cache=True)
+@kernel
 def batch_advance(S, P, b, t):
     """Batch b completed its phase in step t: next phase, or done (paper 2.2, y_t)."""
     v, j, ph, n = S.b_node[b], S.b_sub[b], S.b_phase[b], S.b_size[b]
@@ -350,7 +352,7 @@ def batch_advance(S, P, b, t):
     merge_record(S, P, b, v, j, nph, t)
 
 
-@njit(cache=True)
+@kernel
 def reset_node(S, P, v, t):
     """Node v went offline: its unfinished subtasks return to idle (paper 2.2)."""
     b = S.nd_bhead[v]
@@ -363,7 +365,7 @@ def reset_node(S, P, v, t):
 # ---- subtask-data downloads (readiness x) -----------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def download_start(S, P, v, j, t):
     k = S.n_dlfree[0] - 1
     d = S.dl_free[k]
@@ -382,7 +384,7 @@ def download_start(S, P, v, j, t):
     return d
 
 
-@njit(cache=True)
+@kernel
 def _download_end(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     list_remove(S.dl_list, S.dl_pos, S.n_dl, d)
@@ -394,14 +396,14 @@ def _download_end(S, P, d):
     S.n_dlfree[0] += 1
 
 
-@njit(cache=True)
+@kernel
 def _add_storage(S, v, delta):
     S.rd_used[v] += delta
     if v > 0:
         S.rd_usertotal[0] += delta
 
 
-@njit(cache=True)
+@kernel
 def download_finish(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     _download_end(S, P, d)
@@ -413,7 +415,7 @@ def download_finish(S, P, d):
         holder_add(S, j, v)
 
 
-@njit(cache=True)
+@kernel
 def download_abort(S, P, d):
     """Drop a download and what it accumulated (executor, storage overflow)."""
     v, j = S.dl_node[d], S.dl_sub[d]
@@ -426,7 +428,7 @@ def download_abort(S, P, d):
     S.rd_state[v, j] = EMPTY
 
 
-@njit(cache=True)
+@kernel
 def evict_ready(S, P, v, j):
     """Remove ready subtask data from node v (executor, storage overflow)."""
     _add_storage(S, v, -S.rd_mb[v, j])
@@ -437,7 +439,7 @@ def evict_ready(S, P, v, j):
     holder_remove(S, j, v)
 
 
-@njit(cache=True)
+@kernel
 def accumulate_download(S, P, d, t):
     """One step of a running download: storage grows by band_in / 8 MB (docs/model.md)."""
     v, j = S.dl_node[d], S.dl_sub[d]
