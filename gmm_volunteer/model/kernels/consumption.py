@@ -50,7 +50,7 @@ def _touch(S, v, t):
             S.nd_cons[v, r] = 0.0
 
 
-@kernel
+@kernel(inline="always")
 def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
     """Consumption of batch/download `a` (row of hist, out) at `level`; its
     innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
