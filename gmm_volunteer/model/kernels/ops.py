@@ -221,7 +221,7 @@ def batch_free(S, b):
     S.n_bfree[0] += 1
 
 
-@njit(cache=True, inline="always")
+@kernel  # not inlined: schedulers call it once per candidate node (compiled once)
 def batch_born_now(S, P, v, j, phase, t):
     """The batch of (v, j, phase) formed in step t (age 0), or -1."""
     b = merge_lookup(S, P, v, j, phase, t)
