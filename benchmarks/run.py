@@ -7,9 +7,9 @@ Three sections (docs in benchmarks/README.md):
   their start-up phases is the compile time.
 - main: 1,000 and 10,000 users x 100,000 steps for each scheduler on the default model
   bundle: median wall time over the repeats (min, max), steps/s, peak resident memory.
-- scaling: per-step cost for 100, 1k, 10k and 100k users (uniform scheduler; 20,000
-  steps, 2,000 for 100k users), divided by the mean numbers of online users, active
-  requests and active subtasks, to show that the cost grows linearly with them.
+- scaling: per-step cost for 100, 1k, 10k, 100k and 1M users (uniform scheduler; 20,000
+  steps, 2,000 for 100k users, 300 for 1M), divided by the mean numbers of online users,
+  active requests and active subtasks, to show that the cost grows linearly with them.
 
 Every timed run is a fresh child process (`python -m benchmarks.one`); a failing child is
 reported with its stderr and the runner goes on. Results: aligned text tables on stdout
@@ -46,10 +46,12 @@ SCHEDULERS = ("centralized", "uniform", "affinity")
 SECTIONS = ("compile", "main", "scaling")
 MAIN_USERS = (1000, 10000)
 MAIN_STEPS = 100_000
-SCALING_USERS = (100, 1000, 10000, 100000)
+SCALING_USERS = (100, 1000, 10000, 100000, 1000000)
 SCALING_STEPS = 20_000
-SCALING_LARGEST_STEPS = 2_000  # for the largest population (>= LARGE_USERS)
+SCALING_LARGEST_STEPS = 2_000  # for the large populations (>= LARGE_USERS)
 LARGE_USERS = 100_000
+SCALING_HUGE_STEPS = 300  # for the huge ones (>= HUGE_USERS): memory and cost per step
+HUGE_USERS = 1_000_000
 SCALING_SCHEDULER = "uniform"
 TINY_USERS, TINY_STEPS = 100, 2_000  # warm-up and compile runs
 
@@ -306,7 +308,8 @@ def _loglog_slope(xs, ys) -> float | None:
 def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_steps: int,
                     repeats: int) -> dict:
     warm = R.warm_up([scheduler])
-    plan = [(u, large_steps if u >= LARGE_USERS else steps) for u in users_list]
+    plan = [(u, min(large_steps, SCALING_HUGE_STEPS) if u >= HUGE_USERS
+             else large_steps if u >= LARGE_USERS else steps) for u in users_list]
     runs = []
     for k in range(repeats):
         for i, (u, n) in enumerate(plan):
@@ -490,7 +493,8 @@ def parse_args(argv=None):
                          f"{','.join(map(str, SCALING_USERS))})")
     ap.add_argument("--scaling-steps", type=int, default=None,
                     help=f"steps of the scaling rows (default {SCALING_STEPS:,}; "
-                         f"{SCALING_LARGEST_STEPS:,} for {LARGE_USERS:,}+ users)")
+                         f"{SCALING_LARGEST_STEPS:,} for {LARGE_USERS:,}+ users, "
+                         f"{SCALING_HUGE_STEPS:,} for {HUGE_USERS:,}+)")
     ap.add_argument("--scaling-scheduler", default=SCALING_SCHEDULER)
     ap.add_argument("--config", default=str(DEFAULT_CONFIG),
                     help="base run config (default configs/paper/base.yaml)")
@@ -545,7 +549,8 @@ def main(argv=None) -> int:
             "main_users": args.users,
             "main_steps": args.steps, "scaling_users": args.scaling_users,
             "scaling_steps": args.scaling_steps, "scaling_large_steps": args.scaling_large_steps,
-            "scaling_large_users": LARGE_USERS, "scaling_scheduler": args.scaling_scheduler,
+            "scaling_large_users": LARGE_USERS, "scaling_huge_users": HUGE_USERS,
+            "scaling_huge_steps": SCALING_HUGE_STEPS, "scaling_scheduler": args.scaling_scheduler,
             "config": os.path.relpath(Path(args.config).resolve(), ROOT),
             "tiny_run": {"users": TINY_USERS, "steps": TINY_STEPS},
         },

@@ -13,7 +13,7 @@ visible convention is that a request finished in step t has latency t - start.
 
 import numpy as np
 from numba import njit
-
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.ops import (  # noqa: F401  (re-exported for policies)
     EV_ABORT,
     EV_CANCEL,
@@ -55,7 +55,7 @@ def new_batch_size(S, P, v, j, t):
     """Size of the batch a placement of j on v in step t joins (0: a new batch)."""
     if not P.batching:
         return 0
-    b = batch_born_now(S, v, j, first_phase(v), t)
+    b = batch_born_now(S, P, v, j, first_phase(v), t)
     return S.b_size[b] if b >= 0 else 0
 
 
@@ -67,7 +67,7 @@ def marginal_memory(S, P, v, j, t):
     return mem_estimate(P, j, n + 1) - mem_estimate(P, j, n)
 
 
-@njit(cache=True)
+@kernel
 def assign(S, P, i, p, v, t, j=-1):
     """Place slot p of user i's request on node v (u^{y,pi} = execute), served by
     subtask j: the requested one (-1) or one of its model variants (P.var_list,
@@ -75,7 +75,7 @@ def assign(S, P, i, p, v, t, j=-1):
     if j < 0:
         j = P.task_sub[S.rq_type[i], p]
     phase = first_phase(v)
-    b = batch_born_now(S, v, j, phase, t) if P.batching else -1
+    b = batch_born_now(S, P, v, j, phase, t) if P.batching else -1
     if b < 0:
         b = batch_new(S, P, v, j, phase, t)
     S.ex_node[i, p] = v
@@ -85,7 +85,7 @@ def assign(S, P, i, p, v, t, j=-1):
     count_event(S, t, v, EV_START, 1)
 
 
-@njit(cache=True)
+@kernel
 def cancel_obsolete(S, P, t):
     """Cancel placements of requests that ended (u^{y,pi} = cancel)."""
     for k in range(S.n_obs[0]):
@@ -95,7 +95,7 @@ def cancel_obsolete(S, P, t):
     S.n_obs[0] = 0
 
 
-@njit(cache=True)
+@kernel
 def finish_ready_requests(S, P, t):
     """Finish requests whose subtasks are all done (u^{y,pi} = finish); returns count."""
     n = 0
@@ -113,7 +113,7 @@ def finish_ready_requests(S, P, t):
     return n
 
 
-@njit(cache=True)
+@kernel
 def pending_requests_fifo(S):
     """Users with an active request, oldest request first (ties: lower user first)."""
     # Sort (start, user) keys in place and decode: one array, no index permutation.
@@ -127,13 +127,13 @@ def pending_requests_fifo(S):
     return users
 
 
-@njit(cache=True)
+@kernel
 def start_download(S, P, v, j, t):
     """u^{x,pi} = download: v starts fetching subtask j's data."""
     download_start(S, P, v, j, t)
 
 
-@njit(cache=True)
+@kernel
 def pause_download(S, v, j):
     """Pause v's download of j; it keeps what it has. A paused download consumes nothing."""
     if S.rd_state[v, j] == LOADING:
@@ -142,7 +142,7 @@ def pause_download(S, v, j):
         S.dl_cons[S.rd_dl[v, j], :] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def resume_download(S, v, j):
     if S.rd_state[v, j] == PAUSED:
         S.rd_state[v, j] = LOADING

@@ -14,8 +14,8 @@ import math
 import time
 
 import numpy as np
-from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer import __version__
 from gmm_volunteer.model import rng as rng_mod
 from gmm_volunteer.io.bundle import load_bundle
@@ -63,7 +63,7 @@ def stationary_availability(P: Params, g: np.random.Generator):
     return online, np.floor(age).astype(np.int64), next_change
 
 
-@njit(cache=True)
+@kernel
 def _init_state(S, P, online, age, next_change):
     S.online[0] = 1
     for j in range(P.n_sub):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
+
+
 # Components of the counter-based generator.
 KEY_AVAILABILITY = 1
 KEY_THINK = 2
@@ -47,7 +50,7 @@ def _splitmix64(x):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True)
+@kernel
 def keyed_uniform(key, component, entity, counter, draw):
     """A uniform in (0, 1) that depends only on its five arguments."""
     h = _splitmix64(key ^ np.uint64(component))
@@ -145,7 +148,7 @@ def _ziggurat_tables():
 ZIG_KI, ZIG_WI, ZIG_FI = _ziggurat_tables()
 
 
-@njit(cache=True)
+@kernel
 def _normal_slow(st, k, idx, x, negative):
     """The ziggurat's rare cases: the tail beyond R (layer 0) or a wedge."""
     if idx == 0:
@@ -184,7 +187,7 @@ def normal(st, k):
             return x
 
 
-@njit(cache=True)
+@kernel
 def fill_normals(st, k, out, n):
     """out[:n] = the next n values of `normal(st, k)`, in order. The stream's state stays
     in a local across the loop (the per-value calls re-read it from memory), which makes
@@ -212,7 +215,7 @@ def randint(st, k, n):
     return i if i < n else n - 1
 
 
-@njit(cache=True)
+@kernel
 def shuffle(st, k, a):
     """In-place Fisher-Yates shuffle of a 1-d array."""
     for i in range(a.size - 1, 0, -1):
@@ -220,7 +223,7 @@ def shuffle(st, k, a):
         a[i], a[j] = a[j], a[i]
 
 
-@njit(cache=True)
+@kernel
 def permutation(st, k, n):
     a = np.arange(n)
     shuffle(st, k, a)

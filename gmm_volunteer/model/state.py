@@ -50,8 +50,8 @@ STATE_FIELDS = (
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
     "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_work nd_touched nd_tstamp n_touched "
-    # merge index: batch born this step per (node, subtask, phase)
-    "mg_id mg_t "
+    # merge table: batch born this step per (node, subtask, phase), hashed (ops.merge_record)
+    "mg_key mg_id mg_t "
     # per-step series
     "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work "
     # the dedicated server's maximum allocation per resource, set by the control plane
@@ -65,7 +65,16 @@ State = namedtuple("State", STATE_FIELDS)
 
 
 def _i(n, fill=0, dtype=np.int64):
-    return np.full(n, fill, dtype=dtype)
+    # Zeros come from np.zeros, whose pages the OS maps only when first written: a pool
+    # or log takes memory for what it holds, not for its capacity.
+    return np.zeros(n, dtype) if fill == 0 else np.full(n, fill, dtype=dtype)
+
+
+def merge_table_size(batch_capacity: int) -> int:
+    """Slots of the merge table for a batch pool of this capacity: a power of two with at
+    least 4 slots per batch. A step records at most one entry per batch formed and one
+    per phase change, at most twice the pool, so the table stays at most half full."""
+    return 1 << int(4 * batch_capacity - 1).bit_length()
 
 
 def allocate(P: Params, steps: int) -> State:
@@ -128,7 +137,9 @@ def allocate(P: Params, steps: int) -> State:
         rd_reserved=np.zeros(V),
         rd_nready=_i(V, 0, np.int32),
         rd_dl=np.full((V, J), -1, np.int32),
-        hd_list=np.full((J, V), -1, np.int32),
+        # Entries past hd_n[j] are never read: zeros, which the OS maps lazily, so only the
+        # rows' used prefixes (online holders) take memory.
+        hd_list=np.zeros((J, V), np.int32),
         hd_n=_i(J),
         hd_pos=np.full((V, J), -1, np.int32),
         dl_node=_i(d_cap, -1, np.int32),
@@ -167,8 +178,8 @@ def allocate(P: Params, steps: int) -> State:
         b_free=np.arange(b_cap - 1, -1, -1, dtype=np.int32),
         n_bfree=np.array([b_cap], np.int64),
         cs_normals=np.zeros((b_cap + d_cap) * N_CRES),
-        sl_next=_i(V * S, -1, np.int64),
-        sl_prev=_i(V * S, -1, np.int64),
+        sl_next=_i(V * S, -1, np.int32),
+        sl_prev=_i(V * S, -1, np.int32),
         nd_bhead=_i(V, -1, np.int32),
         nd_jcount=np.zeros((V, J), np.int32),
         nd_ndl=_i(V, 0, np.int32),
@@ -179,8 +190,9 @@ def allocate(P: Params, steps: int) -> State:
         nd_touched=_i(V, -1, np.int32),
         nd_tstamp=_i(V, -1),
         n_touched=_i(1),
-        mg_id=np.full((V, J, 4), -1, np.int32),
-        mg_t=np.full((V, J, 4), -1, np.int64),
+        mg_key=_i(merge_table_size(b_cap)),
+        mg_id=_i(merge_table_size(b_cap), -1, np.int32),
+        mg_t=_i(merge_table_size(b_cap), -1),
         key=np.zeros(1, np.uint64),
         rng=np.zeros(8, np.uint64),
         ser_online=np.zeros(steps, np.int32),
@@ -209,7 +221,8 @@ _LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out", "lg_acc")
 
 
 def _grow_array(a: np.ndarray, new_len: int, fill) -> np.ndarray:
-    out = np.full((new_len,) + a.shape[1:], fill, dtype=a.dtype)
+    shape = (new_len,) + a.shape[1:]
+    out = np.zeros(shape, a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
 
@@ -246,6 +259,11 @@ def grow_if_needed(st: State, P: Params) -> State:
     _grow_pool(st, changes, b_fields, "b_free", "n_bfree", int(st.n_rq[0]) * P.max_slots + int(st.n_b[0]) + 64)
     _, _, _, d_fields = _POOL_GROUPS["download"]
     _grow_pool(st, changes, d_fields, "dl_free", "n_dlfree", int(st.n_on[0]) + 64)
+    size = merge_table_size(changes.get("b_node", st.b_node).shape[0])
+    if st.mg_key.shape[0] < size:  # between steps every entry is stale: start empty
+        changes["mg_key"] = _i(size)
+        changes["mg_id"] = _i(size, -1, np.int32)
+        changes["mg_t"] = _i(size, -1)
     need = (changes.get("b_node", st.b_node).shape[0] + changes.get("dl_node", st.dl_node).shape[0]) * N_CRES
     if st.cs_normals.shape[0] < need:  # one innovation per modelled resource of each batch/download
         changes["cs_normals"] = np.zeros(need)
@@ -380,6 +398,7 @@ def _pack(T):
     s.nd_touched = T.nd_touched
     s.nd_tstamp = T.nd_tstamp
     s.n_touched = T.n_touched
+    s.mg_key = T.mg_key
     s.mg_id = T.mg_id
     s.mg_t = T.mg_t
     s.key = T.key

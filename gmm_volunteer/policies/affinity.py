@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import (
     assign,
     free_memory,
@@ -23,7 +23,7 @@ class AffinityOptions(BaseModel):
     max_downloads_per_node: int = Field(1, ge=1)
 
 
-@njit(cache=True)
+@kernel
 def _fill(S, P, v, j, t, pair_user, pair_slot, start, end):
     """Assign pairs[start:end] to v while its free memory covers the marginal estimate."""
     while start < end and free_memory(S, v) >= marginal_memory(S, P, v, j, t):
@@ -32,7 +32,7 @@ def _fill(S, P, v, j, t, pair_user, pair_slot, start, end):
     return start
 
 
-@njit(cache=True)
+@kernel
 def _nodes_running(S, P):
     """Nodes running each subtask, from the live batches: those of j are
     node[offs[j]:offs[j + 1]], with a repeat per extra batch. A node runs j
@@ -54,7 +54,7 @@ def _nodes_running(S, P):
     return offs, node
 
 
-@njit(cache=True)
+@kernel
 def _busy_positions(S, j, nodes, out):
     """Candidate indices (see `candidate`) of the eligible nodes among `nodes`, sorted
     and without repeats, in out[:n]; returns n."""
@@ -83,7 +83,7 @@ def _busy_positions(S, j, nodes, out):
     return m
 
 
-@njit(cache=True)
+@kernel
 def _shuffle_pairs(S, user, slot):
     """Shuffle the (user, slot) pairs in place, with the draws of rng.permutation."""
     for a in range(user.size - 1, 0, -1):
@@ -92,12 +92,12 @@ def _shuffle_pairs(S, user, slot):
         slot[a], slot[b] = slot[b], slot[a]
 
 
-@njit(cache=True)
+@kernel
 def affinity_downloads(S, P, t, args):
     schedule_downloads(S, P, t, args[0])
 
 
-@njit(cache=True)
+@kernel
 def affinity_place(S, P, t, args):
     # Unplaced (user, slot) pairs grouped by subtask j (counting sort).
     users = pending_requests_fifo(S)

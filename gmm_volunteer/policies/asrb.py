@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+
 from pydantic import Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -61,7 +62,7 @@ K_P_OVER, K_P_FIT, K_P_UNFIT = K["period_overloaded"], K["period_fit"], K["perio
 K_MAXDL = K["max_downloads_per_node"]
 
 
-@njit(cache=True)
+@kernel
 def asrb_score(latency, accuracy, lam, cap):
     """Seed 000 eq. 1; a node without any latency sample scores as if at the cap."""
     if math.isnan(latency):
@@ -71,7 +72,7 @@ def asrb_score(latency, accuracy, lam, cap):
     return lam * (1.0 - norm) + (1.0 - lam) * accuracy
 
 
-@njit(cache=True)
+@kernel
 def asrb_label(R, v, score, t):
     """Judge v (overloaded beats fit/unfit), publish the label if it changed and set
     v's monitoring period from the label in effect; returns that label."""
@@ -91,14 +92,14 @@ def asrb_label(R, v, score, t):
     return label
 
 
-@njit(cache=True)
+@kernel
 def variant_accuracy(P, j):
     """A of seed 000 eq. 1 for subtask j: its type's accuracy, 1 if the catalog gives
     none (then every candidate has the same A and only latency ranks them)."""
     return P.sub_acc[j] if P.sub_acc[j] > 0.0 else 1.0
 
 
-@njit(cache=True)
+@kernel
 def variant_latency(S, P, R, v, j, j0):
     """v's monitored latency for variant j of requested subtask j0: the node's average
     plus the difference in execution time of the two models there, as a probe would
@@ -109,7 +110,7 @@ def variant_latency(S, P, R, v, j, j0):
     return lat + probe_estimate(S, P, R, v, j, 0) - probe_estimate(S, P, R, v, j0, 0)
 
 
-@njit(cache=True)
+@kernel
 def asrb_choose(S, P, R, j0, t):
     """(node, subtask) for a slot requesting j0: over its variants (j0 itself only
     without ``execution.variants``) and their eligible nodes, seed 000 Algorithm 1."""
@@ -152,14 +153,14 @@ def asrb_choose(S, P, R, j0, t):
     return -1, -1
 
 
-@njit(cache=True)
+@kernel
 def asrb_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]), P.n_sub)  # variants' data too (D24)
 
 
-@njit(cache=True)
+@kernel
 def asrb_place(S, P, t, args):
     R = args[0]
     count_queues(S, R)

@@ -27,10 +27,10 @@ from __future__ import annotations
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
-from numba import njit
 from numba.core.registry import CPUDispatcher
 from pydantic import BaseModel, ConfigDict
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import cancel_obsolete, finish_ready_requests
 
 
@@ -55,13 +55,13 @@ OPTIONS_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True)
 when the run config loads (exit 2 naming the key), not tracebacks mid-run."""
 
 
-@njit(cache=True)
+@kernel
 def no_downloads(S, P, t, args):
     """The ``downloads`` hook of a scheduler that starts none (e.g. centralized)."""
     return
 
 
-@njit(cache=True)
+@kernel
 def no_action(S, P, t, args):
     """The ``act`` hook of an executor that enforces nothing (tests only)."""
     return

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import (
     assign,
     free_memory,
@@ -13,7 +13,7 @@ from gmm_volunteer.model.actions import (
 from gmm_volunteer.policies.base import Scheduler
 
 
-@njit(cache=True)
+@kernel
 def centralized_place(S, P, t, args):
     # Oldest requests first; a subtask waits while the server's memory estimate is full.
     for i in pending_requests_fifo(S):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 from gmm_volunteer.model.actions import free_memory, free_storage, marginal_memory, start_download
 from gmm_volunteer.model.params import EMPTY
 
 
-@njit(cache=True)
+@kernel
 def schedule_downloads(S, P, t, max_downloads, n_j=-1):
     """An online user node with fewer than `max_downloads` downloads in progress starts
     one missing subtask-data download, chosen uniformly among those whose size fits its
@@ -61,7 +63,7 @@ def candidate(S, j, idx):
     return 0 if idx == S.hd_n[j] else S.hd_list[j, idx]
 
 
-@njit(cache=True)
+@kernel
 def pick_uniform_feasible(S, P, j, t, tries):
     """A node drawn uniformly among those that can run j now and have free memory for
     its marginal estimate; -1 if none. Rejection sampling first, then an exact scan; the

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import (
     EV_ABORT,
     abort_batch,
@@ -41,7 +43,7 @@ def _normalized_load(S, b, v):
     return load
 
 
-@njit(cache=True)
+@kernel
 def _abort_heaviest(S, P, v, phase, t):
     """Abort the batch of `phase` on v with the largest normalized load; its memory."""
     best, best_load = -1, -1.0
@@ -59,7 +61,7 @@ def _abort_heaviest(S, P, v, phase, t):
     return mem
 
 
-@njit(cache=True)
+@kernel
 def _free_storage(S, P, v, t):
     """Abort the largest downloads, then evict the largest ready data; returns memory freed."""
     freed = 0.0
@@ -91,7 +93,7 @@ def _free_storage(S, P, v, t):
     return freed
 
 
-@njit(cache=True)
+@kernel
 def enforce_node(S, P, v, t):
     mem = node_consumption(S, v, MEMORY, t)
     cap = S.alloc[v, MEMORY]
@@ -113,7 +115,7 @@ def enforce_node(S, P, v, t):
     return mem
 
 
-@njit(cache=True)
+@kernel
 def resume_paused(S, P, t):
     """Resume paused downloads on nodes that run no batch, if their memory estimate fits."""
     if S.n_paused[0] == 0:  # the common case: no download is paused anywhere
@@ -133,7 +135,7 @@ def resume_paused(S, P, t):
             S.nd_cons[v, MEMORY] = mem + P.sub_dl_mem[j]
 
 
-@njit(cache=True)
+@kernel
 def executor_step(S, P, t, args):
     enforce_node(S, P, 0, t)
     on_list, nd_cons, tstamp, alloc, rd_used = S.on_list, S.nd_cons, S.nd_tstamp, S.alloc, S.rd_used

@@ -34,8 +34,10 @@ import math
 
 import numpy as np
 from numba import njit
+
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.params import CPU, MEMORY
 from gmm_volunteer.model.constants import MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ  # noqa: F401
 
@@ -131,7 +133,7 @@ def period(R, v):
     return R.mc[C_PERIOD] * R.mi[v, I_MULT]
 
 
-@njit(cache=True)
+@kernel
 def feedback(R, v, latency, t):
     """A latency sample of node v (a completed subtask or a probe) into its average."""
     if R.mi[v, I_T_LAT] < 0 or math.isnan(R.mf[v, F_LAT]):
@@ -173,21 +175,21 @@ def _store_metrics(S, R, v, t):
         R.mi[v, I_T_OVER] = t
 
 
-@njit(cache=True)
+@kernel
 def read_metrics(S, R, v, t):
     """A metric read of one node (one call listing one node)."""
     _store_metrics(S, R, v, t)
     charge(R, t, OP_METRIC_READ, 1.0, R.mc[C_CALL_BYTES] + R.mc[C_NODE_BYTES])
 
 
-@njit(cache=True)
+@kernel
 def refresh_metrics(S, R, v, t):
     """Read v's metrics if its cached ones are older than its period."""
     if metrics_stale(R, v, t):
         read_metrics(S, R, v, t)
 
 
-@njit(cache=True)
+@kernel
 def poll_all(S, R, t):
     """Fixed-interval polling of every online node and the server in one listing call
     (the baseline of seed 000 section 6.4, which queries all workers every interval)."""
@@ -207,7 +209,7 @@ def overloaded(R, v, t):
     return t - R.mi[v, I_T_OVER] <= R.mc[C_COOLDOWN]
 
 
-@njit(cache=True)
+@kernel
 def probe_estimate(S, P, R, v, j, t):
     """What an echo probe of v tells about the latency of subtask j there now, s.
 
@@ -226,21 +228,21 @@ def probe_estimate(S, P, R, v, j, t):
     return ex + (0.0 if v == 0 else 2.0)
 
 
-@njit(cache=True)
+@kernel
 def probe_latency(S, P, R, v, j, t):
     """An active probe of v (charged) whose answer enters v's latency average."""
     feedback(R, v, probe_estimate(S, P, R, v, j, t), t)
     charge(R, t, OP_LATENCY_PROBE, 1.0, R.mc[C_PROBE_BYTES])
 
 
-@njit(cache=True)
+@kernel
 def refresh_latency(S, P, R, v, j, t):
     """Probe v if its latency is missing or older than its period."""
     if latency_stale(R, v, t):
         probe_latency(S, P, R, v, j, t)
 
 
-@njit(cache=True)
+@kernel
 def publish_label(R, v, label, t):
     """Set v's label if it differs and the label period has passed (one charged update
     call); returns the label in effect."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+
 from pydantic import Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -29,13 +30,13 @@ K = option_index(ProximityOptions)
 K_ALPHA, K_MAXDL = K["alpha"], K["max_downloads_per_node"]
 
 
-@njit(cache=True)
+@kernel
 def proximity_cost(latency, load, alpha, cap):
     lat = 1.0 if math.isnan(latency) else min(latency / cap, 1.0)
     return alpha * lat + (1.0 - alpha) * min(load, 1.0)
 
 
-@njit(cache=True)
+@kernel
 def proximity_choose(S, P, R, j, t):
     best, best_c = -1, math.inf
     for idx in range(S.hd_n[j] + 1):
@@ -49,14 +50,14 @@ def proximity_choose(S, P, R, j, t):
     return best
 
 
-@njit(cache=True)
+@kernel
 def proximity_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
 
 
-@njit(cache=True)
+@kernel
 def proximity_place(S, P, t, args):
     R = args[0]
     count_queues(S, R)

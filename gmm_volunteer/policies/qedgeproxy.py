@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from pydantic import Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -40,7 +40,7 @@ K = option_index(QEdgeProxyOptions)
 K_THRESH, K_MAXDL = K["latency_threshold_s"], K["max_downloads_per_node"]
 
 
-@njit(cache=True)
+@kernel
 def qep_choose(S, P, R, j, t, buf):
     n = S.hd_n[j] + 1
     n_pool = 0
@@ -65,14 +65,14 @@ def qep_choose(S, P, R, j, t, buf):
     return buf[randint(S.rng, STREAM_SCHEDULER, n_ok)]
 
 
-@njit(cache=True)
+@kernel
 def qedgeproxy_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
 
 
-@njit(cache=True)
+@kernel
 def qedgeproxy_place(S, P, t, args):
     R = args[0]
     count_queues(S, R)

@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from pydantic import Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.model.params import CPU
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
@@ -106,7 +106,7 @@ K_MIN_SAMPLES, K_MAXDL, K_EPS = K["min_samples"], K["max_downloads_per_node"], K
 assert list(option_index(TierOptions)) == list(K)[:-1]
 
 
-@njit(cache=True)
+@kernel
 def service_stats(R, tier, prior):
     """(mean, SCV) of the tier's service time: learned once min_samples completions are
     in, else (prior, 1)."""
@@ -118,7 +118,7 @@ def service_stats(R, tier, prior):
     return prior, 1.0
 
 
-@njit(cache=True)
+@kernel
 def tier_estimate(R, c, lam, q, mean_s, scv, transfer):
     """(hybrid, model-only, queue-only) expected delay W + s + D of one tier (module
     docstring; seed 002 sections 2-4)."""
@@ -134,7 +134,7 @@ def tier_estimate(R, c, lam, q, mean_s, scv, transfer):
     return w + mean_s + transfer, w_model + mean_s + transfer, w_queue + mean_s + transfer
 
 
-@njit(cache=True)
+@kernel
 def _tick(R, t):
     """Start step t in the arrival window: forget the counts of step t - window."""
     w = int(R.po[K_WINDOW])
@@ -144,14 +144,14 @@ def _tick(R, t):
         R.ai[slot + k] = 0
 
 
-@njit(cache=True)
+@kernel
 def _arrive(R, t, tier):
     w = int(R.po[K_WINDOW])
     R.ai[AI_RING + (t % w) * N_TIERS + tier] += 1
     R.ai[AI_SUM + tier] += 1
 
 
-@njit(cache=True)
+@kernel
 def _user_totals(S, R):
     cores = 0.0
     q = 0
@@ -163,12 +163,12 @@ def _user_totals(S, R):
     R.af[AF_USER_Q] = q
 
 
-@njit(cache=True)
+@kernel
 def _servers(cores):
     return max(1, int(round(cores)))
 
 
-@njit(cache=True)
+@kernel
 def _edge_node(S, P, R, i, j, t):
     """The eligible volunteer other than i with the fewest subtasks that fits j; -1."""
     best, best_q = -1, 1 << 62
@@ -179,7 +179,7 @@ def _edge_node(S, P, R, i, j, t):
     return best
 
 
-@njit(cache=True)
+@kernel
 def tier_estimates(S, P, R, i, j, t, out):
     """out[tier, (hybrid, model, queue)] for user i's subtask j."""
     window = min(R.po[K_WINDOW], t + 1.0)
@@ -208,7 +208,7 @@ def tier_estimates(S, P, R, i, j, t, out):
         out[tier, 2] = qq
 
 
-@njit(cache=True)
+@kernel
 def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     """The node for user i's subtask j under `mode`; -1 if no tier can take it. Fills
     est (tier estimates) and nodes (the node each tier would use, -1 if unavailable)."""
@@ -237,7 +237,7 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     return nodes[pick_tier(S, nodes, est, col, eps)]
 
 
-@njit(cache=True)
+@kernel
 def pick_tier(S, nodes, est, col, eps):
     """Epsilon-greedy over the available tiers (nodes[k] >= 0): with probability eps a
     uniform one, else the one with the least est[k, col] (seed 002 "Beslissingsregel")."""
@@ -258,14 +258,14 @@ def pick_tier(S, nodes, est, col, eps):
     return best
 
 
-@njit(cache=True)
+@kernel
 def tier_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
 
 
-@njit(cache=True)
+@kernel
 def tier_place(S, P, t, args):
     R = args[0]
     mode = int(R.af[AF_MODE])

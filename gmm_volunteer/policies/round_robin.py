@@ -4,9 +4,10 @@ does not cover it. It monitors nothing, so it costs no monitoring traffic."""
 
 from __future__ import annotations
 
-from numba import njit
+
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -21,14 +22,14 @@ class RoundRobinOptions(BaseModel):
 K_MAXDL = option_index(RoundRobinOptions)["max_downloads_per_node"]
 
 
-@njit(cache=True)
+@kernel
 def round_robin_downloads(S, P, t, args):
     R = args[0]
     observe(S, P, R, t)  # free: only for the per-node counts in the result
     schedule_downloads(S, P, t, int(R.po[K_MAXDL]))
 
 
-@njit(cache=True)
+@kernel
 def round_robin_place(S, P, t, args):
     R = args[0]
     count_queues(S, R)

@@ -26,6 +26,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import assign, free_memory, marginal_memory
 from gmm_volunteer.model.params import DONE
 from gmm_volunteer.policies.base import Scheduler
@@ -131,7 +133,7 @@ def fits(S, P, v, j, t):
     return free_memory(S, v) >= marginal_memory(S, P, v, j, t)
 
 
-@njit(cache=True)
+@kernel
 def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
     """Assign slot p of user i's request to v and remember it (for feedback); `dec` is
     its decision-log row (-1 none), `tag` = tier + 3 * offset for service learning
@@ -145,7 +147,7 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
     R.nq[v] += 1
 
 
-@njit(cache=True)
+@kernel
 def learn_service(R, tag, latency):
     """A service-time sample for tier tag % 3 (Welford's update); tag // 3 is the
     transfer time to subtract from the latency (s)."""
@@ -158,7 +160,7 @@ def learn_service(R, tag, latency):
     R.af[o + 2] += d * (x - R.af[o + 1])
 
 
-@njit(cache=True)
+@kernel
 def count_queues(S, R):
     """R.nq[v] = subtasks placed on v and not done (any active phase), from the live
     batches: O(batches), plus clearing the counts."""
@@ -169,7 +171,7 @@ def count_queues(S, R):
             R.nq[S.b_node[b]] += S.b_size[b]
 
 
-@njit(cache=True)
+@kernel
 def observe(S, P, R, t):
     """Passive feedback (seed 000 section 5.2): every slot this router placed that is
     done now gives its node a latency sample, t - placement step (s); a placement that

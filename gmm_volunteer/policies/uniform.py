@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import assign, pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import pick_uniform_feasible, schedule_downloads
@@ -20,12 +20,12 @@ class UniformOptions(BaseModel):
     max_downloads_per_node: int = Field(1, ge=1)
 
 
-@njit(cache=True)
+@kernel
 def uniform_downloads(S, P, t, args):
     schedule_downloads(S, P, t, args[1])
 
 
-@njit(cache=True)
+@kernel
 def uniform_place(S, P, t, args):
     """Each pending subtask to a node drawn uniformly among the feasible ones."""
     tries = args[0]

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import assign, free_memory, marginal_memory, pending_requests_fifo
 from gmm_volunteer.model.params import MEMORY
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
@@ -53,17 +53,17 @@ class WeightedOptions(BaseModel):
     wait_weight: float = Field(-20.0, allow_inf_nan=False)
 
 
-@njit(cache=True)
+@kernel
 def weighted_downloads(S, P, t, args):
     schedule_downloads(S, P, t, args[0])
 
 
-@njit(cache=True)
+@kernel
 def _gumbel(S):
     return -math.log(-math.log(uniform(S.rng, STREAM_SCHEDULER)))
 
 
-@njit(cache=True)
+@kernel
 def _pick(S, P, j, t, w_server, w_batch, w_memory, w_wait):
     """The Gumbel-max draw among the feasible nodes for j and waiting: a node, -2 to
     wait, -1 if no node is feasible (then no draw for waiting is taken)."""
@@ -85,7 +85,7 @@ def _pick(S, P, j, t, w_server, w_batch, w_memory, w_wait):
     return best
 
 
-@njit(cache=True)
+@kernel
 def weighted_place(S, P, t, args):
     w_server, w_batch, w_memory, w_wait = args[1], args[2], args[3], args[4]
     # Free memory only shrinks while placing, so a subtask that fit nowhere stays

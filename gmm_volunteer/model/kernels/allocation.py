@@ -31,7 +31,7 @@ speed, not values.
 
 import numpy as np
 from numba import njit
-
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import yeo_johnson_inverse
 from gmm_volunteer.model.params import N_RES
 from gmm_volunteer.model.rng import STREAM_ALLOCATION, STREAM_SERVER, fill_normals, normal
@@ -67,7 +67,7 @@ def _e_slot(P, r, t):
     return P.al_eoff[r] + t % (P.al_q[r] + 1)
 
 
-@njit(cache=True)
+@kernel
 def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
     al_y, al_e, st = S.al_y, S.al_e, S.rng
@@ -90,7 +90,7 @@ def _draw_row(S, P, row, v, t):
         S.alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
 
 
-@njit(cache=True)
+@kernel
 def allocation_restart(S, P, v, t):
     """Node v's allocation history starts afresh before step t, after a burn-in of
     `allocation.burn_in_steps` draws (docs/model.md)."""
@@ -101,7 +101,7 @@ def allocation_restart(S, P, v, t):
         _draw_row(S, P, row, v, t - P.burn_in + b)
 
 
-@njit(cache=True)
+@kernel
 def allocation_leave(S, P, v, t):
     """User v goes offline in step t (before it leaves the online list): park its history
     when histories freeze, then move the last row into its place."""
@@ -119,7 +119,7 @@ def allocation_leave(S, P, v, t):
         al_e[:, row] = al_e[:, last]
 
 
-@njit(cache=True)
+@kernel
 def allocation_enter(S, P, v, t):
     """User v came online in step t (it is already on the online list)."""
     if P.restart == 0:
@@ -133,7 +133,7 @@ def allocation_enter(S, P, v, t):
             S.al_e[_e_slot(P, r, t - 1 - lag), row] = S.al_park_e[v, P.al_eoff[r] + lag]
 
 
-@njit(cache=True)
+@kernel
 def step_allocations(S, P, t):
     """Factor a_t for the server and every online user (paper 2.2)."""
     n = S.n_on[0] + 1

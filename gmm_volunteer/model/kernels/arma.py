@@ -8,6 +8,8 @@ node- or level-specific mean and sd (docs/formats.md, "ARMA building block").
 import numpy as np
 from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
+
 
 @njit(cache=True, inline="always")
 def arma_next(hist, a, pos, ar, ma, k, r, p, q, yo, ym, eo, em, eps):
@@ -84,7 +86,7 @@ def idw_weights(x, knots, n, power, out):
         out[i] /= s
 
 
-@njit(cache=True)
+@kernel
 def batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_power, batch_kind, n_max):
     """IDW-interpolated scaling statistics of the batch-size stages for every batch size
     1..n_max, as (mean, sd) arrays [stage, subtask type, size, resource].

@@ -17,6 +17,7 @@ it is a hard limit the executor enforces, and c_t is recorded before it acts.
 import numpy as np
 from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_next, arma_value, idw_weights
 from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
@@ -49,7 +50,7 @@ def _touch(S, v, t):
             S.nd_cons[v, r] = 0.0
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
     """Consumption of batch/download `a` (row of hist, out) at `level`; its
     innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
@@ -110,7 +111,7 @@ def _level(S, P, stage, v, size):
     return S.alloc[v, BAND_OUT]
 
 
-@njit(cache=True)
+@kernel
 def _node_totals(S):
     """Per-node sums of the active batches and the running downloads (nd_cons)."""
     nd_cons, touched = S.nd_cons, S.nd_touched
@@ -168,7 +169,7 @@ def _share_time_one(u, d, capacity, demand):
     return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
 
 
-@njit(cache=True)
+@kernel
 def cpu_share_time(S, P, v, capacity, demand):
     """Virtual time of node v's CPU in this step under proportional, work-conserving
     sharing: every CPU consumer on v progresses at phi * its demand, phi = min(1,
@@ -222,7 +223,7 @@ def cpu_share_time(S, P, v, capacity, demand):
     return min(1.0, vt + (1.0 - elapsed) * min(1.0, capacity / rest))
 
 
-@njit(cache=True)
+@kernel
 def step_consumption(S, P, t):
     """Factor c_t: sample demands, grant shares, advance work; record server and user
     totals of what was used."""
@@ -328,7 +329,7 @@ def step_consumption(S, P, t):
     S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
 
 
-@njit(cache=True)
+@kernel
 def step_completions(S, P, t):
     """Factors d^x, x and d^y, y: downloads accumulate, batches whose phase work is done
     advance (the work of a finished execution is counted in `ser_work`)."""

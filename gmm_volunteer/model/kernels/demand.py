@@ -1,12 +1,12 @@
 """The time change of a duration under a time-varying rate multiplier (docs/model.md
 D18; gmm_volunteer.model.demand)."""
 
-from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.laws import MAX_DURATION
 
 
-@njit(cache=True)
+@kernel
 def warp(cum, t, d):
     """Steps until a duration d (drawn at rate 1) entered at step t ends when the rate is
     multiplied by m: the first e > t with cum[e] - cum[t] >= d, cum[k] = sum_{u<k} m(u).

@@ -5,10 +5,10 @@ durations when a state is entered (laws.discrete_duration), so a step only touch
 users whose timer fires, not every user.
 """
 
-from numba import njit
+from gmm_volunteer.model.kernels.jit import kernel
 
 
-@njit(cache=True)
+@kernel
 def heap_push(ht, hv, htok, hn, t, v, tok):
     """Push (t, v, tok); `htok` may be the same array as `ht` when unused."""
     i = hn[0]
@@ -26,7 +26,7 @@ def heap_push(ht, hv, htok, hn, t, v, tok):
     htok[i] = tok
 
 
-@njit(cache=True)
+@kernel
 def heap_pop(ht, hv, htok, hn):
     """Remove the minimum; returns (t, v, tok)."""
     t0, v0, k0 = ht[0], hv[0], htok[0]

@@ -9,6 +9,8 @@ place, whatever policy is plugged in.
 import numpy as np
 from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.params import (
     BAND_IN,
     DOWNLOAD,
@@ -131,10 +133,48 @@ def draw_work_factor(S, P, j):
     return work_factor(S.rng, P.wk_dist[j], P.wk_lsd[j])
 
 
+# ---- merge table: the batch formed this step per (node, subtask, phase) -------------
+
+
+@njit(cache=True, inline="always")
+def _merge_slot(S, P, v, j, phase, t):
+    """Slot of key (v, j, phase) in the merge table: where step t's entry for it sits, or
+    the free slot where it goes (paper 2.2: same node, subtask, phase and age batch).
+
+    An open-addressing table with linear probing, sized to the batch pool (at least 4
+    slots per batch, `state.merge_table_size`): entries are valid only in the step they
+    were written, so a slot stamped with another step is free and nothing is ever
+    deleted. Its size follows the batches, not the users x subtasks x phases a dense
+    index would take (1.4 GB at 10^6 users)."""
+    key = (np.int64(v) * P.n_sub + j) * 4 + phase
+    mask = S.mg_key.shape[0] - 1
+    x = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)  # mix the key's bits (Fibonacci hashing)
+    h = np.int64((x ^ (x >> np.uint64(32))) & np.uint64(mask))
+    while S.mg_t[h] == t and S.mg_key[h] != key:
+        h = (h + 1) & mask
+    return h, key
+
+
+@njit(cache=True, inline="always")
+def merge_record(S, P, b, v, j, phase, t):
+    """Batch b of (v, j, phase) formed in step t: later arrivals of this step join it."""
+    h, key = _merge_slot(S, P, v, j, phase, t)
+    S.mg_key[h] = key
+    S.mg_id[h] = b
+    S.mg_t[h] = t
+
+
+@njit(cache=True, inline="always")
+def merge_lookup(S, P, v, j, phase, t):
+    """The batch last recorded for (v, j, phase) in step t, or -1."""
+    h, _ = _merge_slot(S, P, v, j, phase, t)
+    return S.mg_id[h] if S.mg_t[h] == t else -1
+
+
 # ---- batches --------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def batch_new(S, P, v, j, phase, t):
     k = S.n_bfree[0] - 1
     b = S.b_free[k]
@@ -158,12 +198,11 @@ def batch_new(S, P, v, j, phase, t):
         S.b_nprev[h] = b
     S.nd_bhead[v] = b
     list_add(S.b_list, S.b_pos, S.n_b, b)
-    S.mg_id[v, j, phase] = b
-    S.mg_t[v, j, phase] = t
+    merge_record(S, P, b, v, j, phase, t)
     return b
 
 
-@njit(cache=True)
+@kernel
 def batch_free(S, b):
     v = S.b_node[b]
     nx, pv = S.b_nnext[b], S.b_nprev[b]
@@ -182,18 +221,18 @@ def batch_free(S, b):
     S.n_bfree[0] += 1
 
 
-@njit(cache=True, inline="always")
-def batch_born_now(S, v, j, phase, t):
+@kernel  # not inlined: schedulers call it once per candidate node (compiled once)
+def batch_born_now(S, P, v, j, phase, t):
     """The batch of (v, j, phase) formed in step t (age 0), or -1."""
-    if S.mg_t[v, j, phase] != t:
+    b = merge_lookup(S, P, v, j, phase, t)
+    if b < 0:
         return -1
-    b = S.mg_id[v, j, phase]
     if S.b_node[b] == v and S.b_sub[b] == j and S.b_phase[b] == phase and S.b_born[b] == t and S.b_age[b] == 0:
         return b
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _set_batch_size(S, P, b, n):
     S.b_size[b] = n
     m = mem_estimate(P, S.b_sub[b], n)
@@ -201,7 +240,7 @@ def _set_batch_size(S, P, b, n):
     S.b_mem[b] = m
 
 
-@njit(cache=True)
+@kernel
 def slot_join(S, P, b, i, p):
     s = i * P.max_slots + p
     h = S.b_head[b]
@@ -214,7 +253,7 @@ def slot_join(S, P, b, i, p):
     _set_batch_size(S, P, b, S.b_size[b] + 1)
 
 
-@njit(cache=True)
+@kernel
 def slot_leave(S, P, i, p):
     """Remove slot (i, p) from its batch; frees the batch when it empties."""
     b = S.ex_batch[i, p]
@@ -233,7 +272,7 @@ def slot_leave(S, P, i, p):
         _set_batch_size(S, P, b, S.b_size[b] - 1)
 
 
-@njit(cache=True)
+@kernel
 def abort_batch(S, P, b, event, t):
     """Every member of batch b goes back to idle (unplaced); the batch is freed."""
     v, j, n = S.b_node[b], S.b_sub[b], S.b_size[b]
@@ -249,7 +288,7 @@ def abort_batch(S, P, b, event, t):
     batch_free(S, b)
 
 
-@njit(cache=True)
+@kernel
 def release_slot(S, P, i, p, event, t):
     """Take slot (i, p) off its node: leaves its batch (counting `event`) or, if done,
     just forgets the result."""
@@ -265,7 +304,7 @@ def release_slot(S, P, i, p, event, t):
     S.ex_phase[i, p] = IDLE
 
 
-@njit(cache=True)
+@kernel
 def batch_advance(S, P, b, t):
     """Batch b completed its phase in step t: next phase, or done (paper 2.2, y_t)."""
     v, j, ph, n = S.b_node[b], S.b_sub[b], S.b_phase[b], S.b_size[b]
@@ -288,7 +327,7 @@ def batch_advance(S, P, b, t):
     while s >= 0:
         S.ex_phase[s // P.max_slots, s % P.max_slots] = nph
         s = S.sl_next[s]
-    target = batch_born_now(S, v, j, nph, t) if P.batching else -1
+    target = batch_born_now(S, P, v, j, nph, t) if P.batching else -1
     if target >= 0 and target != b:
         # Same node, subtask, phase and age: one batch from now on (paper 2.2).
         last = -1
@@ -312,11 +351,10 @@ def batch_advance(S, P, b, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
-    S.mg_id[v, j, nph] = b
-    S.mg_t[v, j, nph] = t
+    merge_record(S, P, b, v, j, nph, t)
 
 
-@njit(cache=True)
+@kernel
 def reset_node(S, P, v, t):
     """Node v went offline: its unfinished subtasks return to idle (paper 2.2)."""
     b = S.nd_bhead[v]
@@ -329,7 +367,7 @@ def reset_node(S, P, v, t):
 # ---- subtask-data downloads (readiness x) -----------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def download_start(S, P, v, j, t):
     k = S.n_dlfree[0] - 1
     d = S.dl_free[k]
@@ -348,7 +386,7 @@ def download_start(S, P, v, j, t):
     return d
 
 
-@njit(cache=True)
+@kernel
 def _download_end(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     list_remove(S.dl_list, S.dl_pos, S.n_dl, d)
@@ -360,14 +398,14 @@ def _download_end(S, P, d):
     S.n_dlfree[0] += 1
 
 
-@njit(cache=True)
+@kernel
 def _add_storage(S, v, delta):
     S.rd_used[v] += delta
     if v > 0:
         S.rd_usertotal[0] += delta
 
 
-@njit(cache=True)
+@kernel
 def download_finish(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     _download_end(S, P, d)
@@ -379,7 +417,7 @@ def download_finish(S, P, d):
         holder_add(S, j, v)
 
 
-@njit(cache=True)
+@kernel
 def download_abort(S, P, d):
     """Drop a download and what it accumulated (executor, storage overflow)."""
     v, j = S.dl_node[d], S.dl_sub[d]
@@ -392,7 +430,7 @@ def download_abort(S, P, d):
     S.rd_state[v, j] = EMPTY
 
 
-@njit(cache=True)
+@kernel
 def evict_ready(S, P, v, j):
     """Remove ready subtask data from node v (executor, storage overflow)."""
     _add_storage(S, v, -S.rd_mb[v, j])
@@ -403,7 +441,7 @@ def evict_ready(S, P, v, j):
     holder_remove(S, j, v)
 
 
-@njit(cache=True)
+@kernel
 def accumulate_download(S, P, d, t):
     """One step of a running download: storage grows by band_in / 8 MB (docs/model.md)."""
     v, j = S.dl_node[d], S.dl_sub[d]

@@ -10,8 +10,9 @@ per request in the heap.
 """
 
 import numpy as np
-from numba import njit
 
+
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.allocation import allocation_enter, allocation_leave
 from gmm_volunteer.model.kernels.demand import warp
 from gmm_volunteer.model.kernels.heap import heap_pop, heap_push
@@ -37,7 +38,7 @@ from gmm_volunteer.model.rng import (
 from gmm_volunteer.model.laws import MAX_DURATION, discrete_duration
 
 
-@njit(cache=True)
+@kernel
 def keyed_duration(key, component, law, entity, counter):
     u1 = keyed_uniform(key, component, entity, counter, 0)
     u2 = keyed_uniform(key, component, entity, counter, 1)
@@ -47,7 +48,7 @@ def keyed_duration(key, component, law, entity, counter):
 # ---- requests ---------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def start_think(S, P, i, t):
     """User i is online without a request from step t on: draw its think time."""
     S.rq_since[i] = t
@@ -61,7 +62,7 @@ def start_think(S, P, i, t):
         heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
 
 
-@njit(cache=True)
+@kernel
 def end_request(S, P, i, last_step, outcome):
     """Log user i's request as ended; unfinished placements become obsolete.
 
@@ -89,13 +90,13 @@ def end_request(S, P, i, last_step, outcome):
     S.rq_type[i] = -1
 
 
-@njit(cache=True)
+@kernel
 def clear_slots(S, P, i, t):
     for p in range(P.max_slots):
         release_slot(S, P, i, p, EV_CANCEL, t)
 
 
-@njit(cache=True)
+@kernel
 def _start_request(S, P, i, t):
     n = S.rq_count[i]
     S.rq_count[i] = n + 1
@@ -116,7 +117,7 @@ def _start_request(S, P, i, t):
         heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
 
 
-@njit(cache=True)
+@kernel
 def step_requests(S, P, t):
     """Factor q_t: think times end in new requests, patience ends in abandonment."""
     while S.rh_n[0] > 0 and S.rh_t[0] <= t:
@@ -133,7 +134,7 @@ def step_requests(S, P, t):
 # ---- availability -----------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def go_offline(S, P, i, t):
     S.online[i] = 0
     allocation_leave(S, P, i, t)
@@ -150,7 +151,7 @@ def go_offline(S, P, i, t):
     S.alloc[i, :] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def go_online(S, P, i, t):
     S.online[i] = 1
     list_add(S.on_list, S.on_pos, S.n_on, i)
@@ -161,7 +162,7 @@ def go_online(S, P, i, t):
     start_think(S, P, i, t)
 
 
-@njit(cache=True)
+@kernel
 def step_availability(S, P, t):
     """Factor (d^o, o): users whose online/offline period ends at t switch state."""
     while S.ah_n[0] > 0 and S.ah_t[0] <= t:

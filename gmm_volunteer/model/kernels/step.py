@@ -4,15 +4,15 @@ The policies (factor 7) act after `dynamics_step`; `engine.Simulation` calls the
 one, or a fused runner (`policies.fused`) runs whole chunks of steps in one kernel call.
 """
 
-from numba import njit
 
+from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.allocation import step_allocations
 from gmm_volunteer.model.kernels.consumption import step_completions, step_consumption
 from gmm_volunteer.model.kernels.people import step_availability, step_requests
 from gmm_volunteer.model.kernels.script import overload_allocations
 
 
-@njit(cache=True)
+@kernel
 def dynamics_step(S, P, t):
     """Factors 1-6 of step t: availability, requests, allocations, consumption,
     completions (offline resets happen with availability)."""
@@ -29,7 +29,7 @@ def dynamics_step(S, P, t):
     step_completions(S, P, t)
 
 
-@njit(cache=True)
+@kernel
 def needs_growth(S, P):
     """Whether a pool could run out during the next step (`state.grow_if_needed` has the
     bounds: new batches, new downloads, ended requests, timer pushes)."""
