@@ -44,21 +44,11 @@ def wanted(args) -> bool:
 
 
 def _check_replaceable(paths) -> None:
-    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.commands import check_replaceable
 
-    for kind, path in paths.items():
-        if path.is_dir():
-            raise CommandError(f"-o: {path} is a directory")
-        if not path.exists():
-            continue
-        try:
-            head = path.open("rb").read(256)
-        except OSError as exc:
-            raise CommandError(f"-o: cannot read {path}: {exc}") from None
-        ours = head.startswith(CSV_HEAD.encode()) if kind == "csv" else TABLE_KIND.encode() in head
-        if not ours:
-            raise CommandError(f"-o: {path} exists and was not written by gmmv capacity --setting; "
-                               "refusing to replace it")
+    check_replaceable(paths, {"csv": lambda head: head.startswith(CSV_HEAD.encode()),
+                              "json": lambda head: TABLE_KIND.encode() in head},
+                      "gmmv capacity --setting")
 
 
 def _check_options(args) -> None:

@@ -79,21 +79,12 @@ def _outputs(prefix: Path, frontier_pair) -> dict[str, Path]:
 
 def _check_replaceable(paths: dict[str, Path]) -> None:
     """Refuse to replace a file this command did not write (by its content)."""
-    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.commands import check_replaceable
 
-    for kind, path in paths.items():
-        if path.is_dir():
-            raise CommandError(f"-o: {path} is a directory")
-        if not path.exists():
-            continue
-        try:
-            head = path.open("rb").read(256)
-        except OSError as exc:
-            raise CommandError(f"-o: cannot read {path}: {exc}") from None
-        ours = {"csv": head.startswith(b"evaluation,phase,"), "png": head.startswith(b"\x89PNG"),
-                "json": TABLE_KIND.encode() in head}[kind]
-        if not ours:
-            raise CommandError(f"-o: {path} exists and was not written by gmmv capacity; refusing to replace it")
+    check_replaceable(paths, {"csv": lambda head: head.startswith(b"evaluation,phase,"),
+                              "png": lambda head: head.startswith(b"\x89PNG"),
+                              "json": lambda head: TABLE_KIND.encode() in head},
+                      "gmmv capacity")
 
 
 def run(args) -> int:

@@ -66,6 +66,23 @@ class CommandError(Exception):
         self.code = code
 
 
+def check_replaceable(paths, is_ours, command: str) -> None:
+    """Refuse, before anything runs, to replace an output file this command did not write.
+    `paths` maps a kind ("csv", "json", ...) to a path, `is_ours` maps the kind to a test
+    of the file's first 256 bytes; `command` names the writer in the message."""
+    for kind, path in paths.items():
+        if path.is_dir():
+            raise CommandError(f"-o: {path} is a directory")
+        if not path.exists():
+            continue
+        try:
+            head = path.open("rb").read(256)
+        except OSError as exc:
+            raise CommandError(f"-o: cannot read {path}: {exc}") from None
+        if not is_ours[kind](head):
+            raise CommandError(f"-o: {path} exists and was not written by {command}; refusing to replace it")
+
+
 # ---------------------------------------------------------------------------------
 # gmmv run
 # ---------------------------------------------------------------------------------
