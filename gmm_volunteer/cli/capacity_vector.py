@@ -90,8 +90,6 @@ def _check_replaceable(paths: dict[str, Path]) -> None:
 def run(args) -> int:
     from gmm_volunteer.cli import feedback
     from gmm_volunteer.cli.commands import CommandError
-    from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.preflight import available_memory, check_run
 
     try:
         targets = parse_level_targets(args.p99, args.quantile)
@@ -117,13 +115,9 @@ def run(args) -> int:
         searched = parse_resource_list(args.search, "--search") if args.search else None
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    try:
-        cfg = load_config(args.config, args.set or ())
-        avail = available_memory()
-        workers = max(1, args.workers or 1)
-        check_run(cfg, str(args.config), available=None if avail is None else avail // workers)
-    except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+    from gmm_volunteer.cli.commands import load_checked_config
+
+    cfg = load_checked_config(args.config, args.set, args.workers)
     if cfg.autoscaler != "fixed":
         raise CommandError(f"{args.config}: autoscaler: the vector search sizes a fixed server "
                            f"(autoscaler: fixed), got {cfg.autoscaler!r}")
@@ -147,7 +141,7 @@ def run(args) -> int:
     if not seeds:
         raise CommandError("--seeds: need at least one seed")
     evaluator = simulation_evaluator(cfg, targets, seeds, confidence=args.confidence,
-                                     completed_only=args.completed_only, workers=workers)
+                                     completed_only=args.completed_only, workers=max(1, args.workers or 1))
     shown = pair or searched
     fixed = [r for r in RESOURCES if r not in shown]
     feedback.info("capacity vector search (eq. 3): targets "

@@ -66,6 +66,23 @@ class CommandError(Exception):
         self.code = code
 
 
+def load_checked_config(config, overrides, workers: int | None):
+    """The run config with its overrides, checked before anything runs (preflight: bundle
+    consistency and the memory each of `workers` parallel runs may take); a bad config
+    is a CommandError naming the key."""
+    from gmm_volunteer.model.config import ConfigError, load_config
+    from gmm_volunteer.model.preflight import available_memory, check_run
+
+    try:
+        cfg = load_config(config, overrides or ())
+        avail = available_memory()
+        workers = max(1, workers or 1)
+        check_run(cfg, str(config), available=None if avail is None else avail // workers)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    return cfg
+
+
 def check_replaceable(paths, is_ours, command: str) -> None:
     """Refuse, before anything runs, to replace an output file this command did not write.
     `paths` maps a kind ("csv", "json", ...) to a path, `is_ours` maps the kind to a test

@@ -231,7 +231,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli import capacity_vector as capacity_vector_cli
     from gmm_volunteer.experiments.capacity import find_capacity, parse_targets
-    from gmm_volunteer.model.config import ConfigError, load_config
     from gmm_volunteer.cli import capacity_setting as capacity_setting_cli
 
     if capacity_setting_cli.wanted(args):
@@ -244,15 +243,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         targets = parse_targets(args.p99)
     except ValueError as exc:
         raise CommandError(f"--p99: {exc}") from None
-    from gmm_volunteer.model.preflight import available_memory, check_run
 
-    try:
-        cfg = load_config(args.config, args.set or ())
-        avail = available_memory()
-        workers = max(1, args.workers or 1)
-        check_run(cfg, str(args.config), available=None if avail is None else avail // workers)
-    except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+    from gmm_volunteer.cli.commands import load_checked_config
+
+    cfg = load_checked_config(args.config, args.set, args.workers)
     from gmm_volunteer.cli import feedback
 
     seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list

@@ -184,16 +184,7 @@ class Simulation:
             bar = tqdm(total=self.steps, unit="step", unit_scale=True, mininterval=0.5,
                        desc=f"{self.cfg.scheduler} N={self.params.n_users}")
         try:
-            while self.t < stop:
-                if runner is None:
-                    self.step()
-                else:
-                    # Chunks end where the control plane or the script must act.
-                    self.act_control()
-                    self.act_events()
-                    self._run_chunk(runner, self._chunk_end(stop))
-                if bar is not None and (runner is not None or self.t % 1000 == 0):
-                    bar.update(self.t - bar.n)
+            self._advance_to(stop, runner, bar)
             if bar is not None:
                 bar.update(self.t - bar.n)
         finally:
@@ -206,8 +197,11 @@ class Simulation:
         record: for callers that act between short stretches of steps (the Gymnasium
         environment, gmm_volunteer.optimisation.env). The policies' current options
         are read here, so options changed since the last call take effect now."""
-        stop = min(int(stop), self.steps)
-        runner = fused_runner(self.scheduler, self.executor)
+        self._advance_to(min(int(stop), self.steps), fused_runner(self.scheduler, self.executor))
+
+    def _advance_to(self, stop: int, runner, bar=None) -> None:
+        """Steps t..stop-1: through `step()` without a fused runner, else in chunks that
+        end where the control plane or the script must act."""
         while self.t < stop:
             if runner is None:
                 self.step()
@@ -215,6 +209,8 @@ class Simulation:
                 self.act_control()
                 self.act_events()
                 self._run_chunk(runner, self._chunk_end(stop))
+            if bar is not None and (runner is not None or self.t % 1000 == 0):
+                bar.update(self.t - bar.n)
 
     def _run_chunk(self, runner, end: int) -> None:
         """Steps t..end-1 through the fused runner, growing pools where it stops."""
