@@ -37,6 +37,9 @@ def test_codes_stand_for_their_names():
     assert constants.EVENTS[constants.EV_CANCEL] == "cancel"
     assert constants.OUTCOMES[constants.OUT_DROPPED] == "dropped"
     assert constants.MONITOR_OPS[constants.OP_LABEL_UPDATE] == "label_update"
+    assert constants.RUN_PHASES[constants.UPLOAD] == "upload"
+    assert constants.PHASES == ("download", "execution", "upload")
+    assert constants.READINESS[constants.PAUSED] == "paused"
     assert laws.NAMES[laws.NEVER] == "never"
 
 
@@ -60,8 +63,10 @@ SECOND_DEFINITIONS = {
     r'"start",\s*"complete",\s*"abort"': "model/constants.py",
     r'"completed",\s*"abandoned",\s*"dropped"': "model/constants.py",
     r'"metric_read",\s*"latency_probe"': "model/constants.py",
+    r'"download",\s*"execution",\s*"upload"': "model/constants.py",
+    r'"empty",\s*"loading",\s*"paused"': "model/constants.py",
     # codes numbered by the order of a second list, apart from the names they stand for
-    r"\b(EV_\w+|OUT_\w+|OP_\w+|DIST_\w+)(,\s*\w+)*\s*=\s*range\(": None,
+    r"\b(EV_\w+|OUT_\w+|OP_\w+|DIST_\w+|IDLE|EMPTY)(,\s*\w+)*\s*=\s*range\(": None,
     r'"weibull",\s*"lognormal",\s*"pareto"': "model/laws.py",
     r"def continuous_duration|def discrete_duration|MAX_DURATION\s*=": "model/laws.py",
 }

@@ -155,14 +155,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_summarize(args: argparse.Namespace) -> int:
     from gmm_volunteer.io.results import IncompleteResultError, open_result
     from gmm_volunteer.experiments.summary import summarize
+    from gmm_volunteer.io.sweepdir import MANIFEST, RUNS_DIR
 
     path = Path(args.result)
-    if (path / "sweep.json").is_file():
+    if (path / MANIFEST).is_file():
         raise CommandError(
             f"{path} is a sweep output directory, not the store of one run: open it with "
             f"`gmmv report {path}` (an HTML report) or, from Python, "
             f"gmm_volunteer.experiments.combine.open_combined({str(path)!r}); `gmmv summarize` takes one "
-            f"run's store, e.g. one of {path}/runs/*.zarr")
+            f"run's store, e.g. one of {path / RUNS_DIR}/*.zarr")
     try:
         ds = open_result(path)
     except (FileNotFoundError, IncompleteResultError) as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gmm_volunteer.model.constants import PHASES
 from gmm_volunteer.fitting.arma import FULL_GRID, P_CANDIDATES, Q_CANDIDATES, simulate_arma
 
 ACF_LAGS = 30
@@ -121,7 +122,7 @@ def _survival_plots(bundle, diag, traces, path: Path) -> list[str]:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     lines = ["| phase | runs | median steps (data) | max abs S difference | fit |", "|---|---|---|---|---|"]
     best = diag["hazard"]["fits"][bundle["hazard"]["degree"]]
-    for ax, phase in zip(axes, ("download", "execution", "upload")):
+    for ax, phase in zip(axes, PHASES):
         steps = duration_steps(runs[f"{phase}_s"].to_numpy(float))
         km = SurvfuncRight(steps.astype(float), np.ones(len(steps)))
         d_max = int(steps.max())

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gmm_volunteer.model.constants import PHASES
+
 
 @dataclass
 class SyntheticSpec:
@@ -160,7 +162,7 @@ def write_synthetic_traces(root: str | Path, spec: SyntheticSpec | None = None) 
             for bw in spec.bandwidths_mbps:
                 for _ in range(spec.reps):
                     durations = {}
-                    for phase in ("download", "execution", "upload"):
+                    for phase in PHASES:
                         rows, seconds = _phase_rows(rng, phase, k, bs, bw, spec)
                         durations[phase] = seconds
                         cons += [(run_id, phase, *r) for r in rows]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gmm_volunteer.model.constants import PHASES
+
 RESOURCE_COLUMNS = {
     "band_in": "band_in_mbps",
     "band_out": "band_out_mbps",
@@ -23,7 +25,6 @@ RUN_COLUMNS = ("run_id", "subtask_type", "batch_size", "bandwidth_mbps", "downlo
 CONSUMPTION_COLUMNS = ("run_id", "phase", "t", "cpu_pct", "memory_mb", "band_in_mbps", "band_out_mbps")
 DOWNLOAD_COLUMNS = ("level_mbps", "run_id", "t", "band_in_mbps", "cpu_pct", "memory_mb", "storage_delta_mb")
 CATALOG_KEYS = ("name", "description", "data_size_mb", "input_size_mb", "output_size_mb")
-PHASES = ("download", "execution", "upload")
 
 # Values beyond these cannot be measurements in the stated units (e.g. bytes instead of
 # MB, bit/s instead of Mbit/s): 100 Gbit/s, 100 cores, 10 TB RAM, 1 PB disk, 11 days.

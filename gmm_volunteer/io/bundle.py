@@ -17,12 +17,11 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES, RESOURCES
+from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES, PHASES, RESOURCES
 
 FORMAT = "gmmv-model-bundle"
 FORMAT_VERSION = 2  # 2: subtask types carry a work model (0.3.0)
 STAGES = ("data_download", "input_download", "execution", "upload")
-PHASES = ("download", "execution", "upload")
 FILENAME = "bundle.yaml"
 # The resource whose consumption makes each stage progress (docs/model.md): a bundle
 # whose stage lacks it would leave that phase unfinished forever.
@@ -353,6 +352,17 @@ def packaged_bundle(name: str) -> Path | None:
 def bundle_file(path: str | os.PathLike) -> Path:
     p = Path(path)
     return p / FILENAME if p.is_dir() or p.suffix == "" else p
+
+
+def bundle_digest(bundle: Bundle) -> str:
+    """SHA-256 of the validated bundle's content (canonical JSON): the same for the same
+    model whatever its path or YAML layout. Run stores record it (`model_sha256`) so that
+    a sweep can tell a store made with another model from one it can keep."""
+    import hashlib
+    import json
+
+    text = json.dumps(bundle.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def load_bundle(path: str | os.PathLike) -> Bundle:

@@ -16,6 +16,19 @@ CONSUMPTION_RESOURCES = RESOURCES[:STORAGE]
 N_CRES = len(CONSUMPTION_RESOURCES)
 RESOURCE_UNITS = {"band_in": "Mbit/s", "band_out": "Mbit/s", "cpu": "%", "memory": "MB", "storage": "MB"}
 
+# Run phase of a subtask on its node (paper 2.2, the execution block): not started,
+# downloading its input, executing, uploading its result, finished. The middle three
+# are the phases the traces measure and the hazard models (`PHASES`).
+RUN_PHASES = ("idle", "download", "execution", "upload", "done")
+IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = (RUN_PHASES.index(p) for p in
+                                           ("idle", "download", "execution", "upload", "done"))
+PHASES = RUN_PHASES[DOWNLOAD:DONE]
+
+# Readiness of a node for a subtask type (paper 2.2, r_t: empty, downloading its data,
+# download paused while offline, ready).
+READINESS = ("empty", "loading", "paused", "ready")
+EMPTY, LOADING, PAUSED, READY = (READINESS.index(r) for r in ("empty", "loading", "paused", "ready"))
+
 # Node classes of the per-class series: node 0 is the dedicated server (paper 2.1).
 NODE_CLASSES = ("server", "user")
 

@@ -25,12 +25,11 @@ from gmm_volunteer.model import laws
 from gmm_volunteer.io.bundle import STAGES, Bundle
 from gmm_volunteer.model.kernels.arma import batch_level_statistics
 from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
-    BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, MEMORY, N_CRES, N_RES, RESOURCES, STORAGE,
+    BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, DONE, DOWNLOAD, EMPTY, EXECUTION, IDLE, LOADING,
+    MEMORY, N_CRES, N_RES, PAUSED, READY, RESOURCES, STORAGE, UPLOAD,
 )
 from gmm_volunteer.model.structs import ParamsStruct
 
-IDLE, DOWNLOAD, EXECUTION, UPLOAD, DONE = range(5)
-EMPTY, LOADING, PAUSED, READY = range(4)  # readiness (paper: empty/download/pause/ready)
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
 MAX_BATCH_TABLE = 512  # memory and work estimates tabulated for batch sizes 0..MAX_BATCH_TABLE
 WORK_LOGNORMAL, WORK_EXPONENTIAL = range(2)  # law of a batch's execution work around its mean
