@@ -102,9 +102,25 @@ def fake_simulate(cfg, progress: bool = False) -> RunRecord:
         seed=seed, steps=steps, n_requests=max(50, users), users=users,
         latency_scale=scale,
         attrs={"users": users, "scheduler": scheduler, "user_capacity": ucap,
-               "server_capacity": scap, "config": f"seed: {seed}\n"},
+               "server_capacity": scap, **_identity(cfg, seed)},
     )
     return rec
+
+
+_DIGESTS: dict = {}
+
+
+def _identity(cfg, seed) -> dict:
+    """What the engine records about the run that made a store (config text and model
+    digest), so that a sweep resumed over fake stores keeps them as it keeps real ones."""
+    if not hasattr(cfg, "to_yaml"):
+        return {"config": f"seed: {seed}\n"}
+    from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+
+    model = str(cfg.model)
+    if model not in _DIGESTS:
+        _DIGESTS[model] = bundle_digest(load_bundle(model))
+    return {"config": cfg.to_yaml(), "model_sha256": _DIGESTS[model]}
 
 
 def failing_simulate(cfg, progress: bool = False) -> RunRecord:

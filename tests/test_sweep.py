@@ -17,7 +17,7 @@ import yaml
 from gmm_volunteer.experiments.combine import combine, open_combined
 from gmm_volunteer.io.results import build_dataset, is_complete, open_result
 from gmm_volunteer.experiments.summary import run_metrics
-from gmm_volunteer.experiments.sweep import GridError, load_grid, run_name, run_sweep
+from gmm_volunteer.experiments.sweep import GridError, StaleRunsError, load_grid, run_name, run_sweep
 
 from helpers import failing_simulate, fake_simulate, write_tiny_grid
 
@@ -208,6 +208,54 @@ def test_resume_skips_complete_runs_and_redoes_interrupted_ones(tmp_path):
     assert all(is_complete(r.path) for r in runs)
     assert not stale.exists()
     assert untouched.stat().st_mtime_ns == mtime
+
+
+def _set_store_attr(path: Path, key: str, value) -> None:
+    import json
+
+    meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
+    meta["attributes"][key] = value
+    (path / "zarr.json").write_text(json.dumps(meta), encoding="utf-8")
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("gmmv_version", "0.0.1", "made by gmmv 0.0.1"),
+    ("config", "seed: 0\n", "its config differs"),
+    ("model_sha256", "0" * 64, "another model bundle"),
+])
+def test_resume_refuses_stores_made_by_another_run(tmp_path, capsys, key, value, why):
+    # A complete store made by another version, config or model must not be mixed in:
+    # the sweep refuses (exit 2 from the CLI, naming the store and why) and writes nothing.
+    grid_path = write_tiny_grid(tmp_path, grid=SMALL, seeds=1)
+    grid = load_grid(grid_path)
+    run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    odd = grid.runs()[1].path
+    _set_store_attr(odd, key, value)
+    manifest = (grid.output / "sweep.json").read_bytes()
+    combined_before = sorted(p.name for p in (grid.output / "combined.zarr").iterdir())
+    with pytest.raises(StaleRunsError, match=why):
+        run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    assert (grid.output / "sweep.json").read_bytes() == manifest
+    assert sorted(p.name for p in (grid.output / "combined.zarr").iterdir()) == combined_before
+    assert is_complete(odd)
+
+    from gmm_volunteer.cli.commands import main
+
+    assert main(["sweep", str(grid_path), "--serial", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert str(odd) in err and why in err and "-o DIR" in err
+    assert main(["sweep", str(grid_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"stale     {odd} (" in out and out.count("complete  ") == len(grid.runs()) - 1
+
+
+def test_resume_keeps_stores_of_the_same_run(tmp_path):
+    # The real engine's stores carry what the check compares: resuming skips them.
+    grid = load_grid(write_tiny_grid(tmp_path, grid={"scheduler": ["centralized"]}, seeds=1))
+    report = run_sweep(grid, serial=True, progress=False, combine=False)
+    assert report.ok
+    again = run_sweep(grid, serial=True, progress=False, combine=False)
+    assert len(again.by_status("skipped")) == len(grid.runs())
 
 
 def test_resume_after_the_sweep_process_was_killed(tmp_path):

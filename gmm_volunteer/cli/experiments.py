@@ -30,7 +30,9 @@ def _command_error():
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.config import ConfigError, parse_override
     from gmm_volunteer.io.results import is_complete
-    from gmm_volunteer.experiments.sweep import GridError, SchedulerUnreachable, load_grid, run_sweep
+    from gmm_volunteer.experiments.sweep import (
+        GridError, SchedulerUnreachable, StaleRunsError, load_grid, run_sweep, stale_reason,
+    )
 
     CommandError = _command_error()
     if args.workers is not None and args.workers < 1:
@@ -58,9 +60,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.dask_address is None and not args.dry_run:
         _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
     if args.dry_run:
+        digests: dict = {}
         for r in grid.runs():
-            state = "complete" if is_complete(r.path) else "to run"
-            print(f"{state:9} {r.path}")
+            why = stale_reason(r, digests) if is_complete(r.path) else None
+            state = "to run" if not is_complete(r.path) else ("stale" if why else "complete")
+            print(f"{state:9} {r.path}" + (f" ({why})" if why else ""))
         return 0
     from gmm_volunteer.cli import feedback
 
@@ -79,7 +83,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         report = run_sweep(grid, address=args.dask_address, workers=args.workers, serial=args.serial,
                            progress=not args.quiet, combine=not args.no_combine)
-    except SchedulerUnreachable as exc:
+    except (SchedulerUnreachable, StaleRunsError) as exc:
         raise CommandError(str(exc)) from None
     print(report.text())
     return 0 if report.ok else 1
@@ -144,11 +148,12 @@ def _cmd_combine(args: argparse.Namespace) -> int:
 def _open_results(path: str):
     from gmm_volunteer.experiments.combine import combine, open_combined
     from gmm_volunteer.io.results import IncompleteResultError, is_complete
+    from gmm_volunteer.io.sweepdir import COMBINED, MANIFEST
 
     CommandError = _command_error()
     p = Path(path)
     try:
-        if (p / "sweep.json").is_file() and not is_complete(p / "combined.zarr"):
+        if (p / MANIFEST).is_file() and not is_complete(p / COMBINED):
             return combine(p)  # runs missing or not yet combined: combine what is there
         ds = open_combined(p)
     except (FileNotFoundError, IncompleteResultError, ValueError) as exc:

@@ -26,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from gmm_volunteer.experiments import analysis
+from gmm_volunteer.io.sweepdir import MANIFEST, RUNS_DIR
 
 TAU = 30.0  # s, the SLO of the report: P99 of ended requests per minute
 REFERENCE = "fixed"
@@ -34,9 +35,9 @@ REFERENCE = "fixed"
 def runs_dir(results) -> Path:
     """`runs/` of a sweep output directory, given it or its combined store."""
     p = Path(results)
-    if not (p / "sweep.json").is_file():
+    if not (p / MANIFEST).is_file():
         p = p.parent
-    return p / "runs"
+    return p / RUNS_DIR
 
 
 def violation_minutes(store: xr.Dataset, tau: float = TAU, quantile: float = 0.99, minute: int = 60) -> float:

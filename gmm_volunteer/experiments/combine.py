@@ -143,6 +143,7 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
         "latency_quantile_method": "numpy linear, completed requests only",
         "model_provisional": bool(first_attrs.get("model_provisional", False)),
         "model_bundle": first_attrs.get("model_bundle", ""),
+        "model_sha256": first_attrs.get("model_sha256", ""),
         "gmmv_version": first_attrs.get("gmmv_version", ""),
         "steps": first_attrs.get("steps", 0),
     }

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gmm_volunteer.io.results import is_complete, is_own_store, write_result
+from gmm_volunteer.io.results import is_complete, is_own_store, store_attrs, write_result
 from gmm_volunteer.io.sweepdir import COMBINED, MANIFEST, RUNS_DIR, read_manifest  # noqa: F401
 
 # Grid keys the paper sweeps get short dimension names; others use the key with '_'.
@@ -41,6 +41,11 @@ FAILED_DIR = "failed"
 
 class GridError(ValueError):
     """A grid file is invalid; the message names the file and the key."""
+
+
+class StaleRunsError(GridError):
+    """Complete stores in the output directory were made by another run than the one the
+    sweep would do now (another version, config or model bundle)."""
 
 
 class SchedulerUnreachable(ConnectionError):
@@ -380,6 +385,54 @@ class SweepReport:
         return "\n".join(lines)
 
 
+def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
+    """Why the complete store of `run` is not what running `run` now would write, or None.
+
+    A sweep skips complete stores; one made by another gmmv version, from another config
+    (the base file or the grid was edited) or with another model bundle would be mixed
+    silently into the results. `digests` caches bundle digests by model path."""
+    from gmm_volunteer import __version__
+    from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+
+    attrs = store_attrs(run.path) or {}
+    made_by = attrs.get("gmmv_version")
+    if made_by != __version__:
+        return f"made by gmmv {made_by}, this is gmmv {__version__}"
+    if attrs.get("config") != run.config.to_yaml():
+        return "its config differs from this grid's (the base config, the grid or --set changed)"
+    digests = {} if digests is None else digests
+    model = str(run.config.model)
+    if model not in digests:
+        digests[model] = bundle_digest(load_bundle(model))
+    if attrs.get("model_sha256") != digests[model]:
+        return f"made with another model bundle than {model}"
+    return None
+
+
+def stale_runs(runs: list[RunSpec]) -> list[tuple[RunSpec, str]]:
+    """The complete runs whose stores `stale_reason` rejects, with the reason."""
+    digests: dict = {}
+    found = []
+    for r in runs:
+        if is_complete(r.path):
+            why = stale_reason(r, digests)
+            if why is not None:
+                found.append((r, why))
+    return found
+
+
+def _refuse_stale(runs: list[RunSpec], output: Path) -> None:
+    stale = stale_runs(runs)
+    if stale:
+        shown = "\n".join(f"  {r.path}: {why}" for r, why in stale[:3])
+        more = f"\n  ... and {len(stale) - 3} more" if len(stale) > 3 else ""
+        raise StaleRunsError(
+            f"{output}: {len(stale)} complete run store(s) were not made by the runs this sweep "
+            f"would do, and would be mixed into its results:\n{shown}{more}\n"
+            f"Write the sweep elsewhere (-o DIR), or move those stores away yourself; "
+            f"gmmv does not delete finished results.")
+
+
 def _remove_stale_tmp(runs: list[RunSpec]) -> None:
     # Leftovers of killed writers: never read, but they take disk space. Runs about to
     # be (re)done are ours (their writers may have run on other machines, so the pid is
@@ -420,7 +473,9 @@ def run_sweep(
 
     ``address``: a running Dask scheduler (``tcp://host:port``). Otherwise a local Dask
     cluster with `workers` single-threaded worker processes (default: all cores), or,
-    with ``serial``, this process. Runs whose stores are complete are skipped. A failed
+    with ``serial``, this process. Runs whose stores are complete are skipped; complete
+    stores made by another version, config or model bundle raise `StaleRunsError` before
+    anything is written. A failed
     run is reported (and its traceback kept under ``<output>/failed/``) while the others
     go on. With ``combine``, the combined dataset is (re)written when every run is
     complete.
@@ -428,6 +483,7 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     runs = grid.runs()
+    _refuse_stale(runs, grid.output)
     write_manifest(grid, runs)
     outcomes = [RunOutcome(r.name, "skipped", str(r.path)) for r in runs if is_complete(r.path)]
     todo = [r for r in runs if not is_complete(r.path)]

@@ -259,8 +259,9 @@ def is_complete(path) -> bool:
         return False
 
 
-def _group_attrs(path: Path) -> dict | None:
+def store_attrs(path) -> dict | None:
     """The attributes in ``path/zarr.json`` when it is a zarr v3 group, else None."""
+    path = Path(path)
     try:
         meta = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -294,7 +295,7 @@ def is_own_store(path) -> bool:
     path = Path(path)
     if path.is_symlink() or not path.is_dir():
         return False
-    attrs = _group_attrs(path)
+    attrs = store_attrs(path)
     return attrs is not None and "gmmv_version" in attrs and _only_zarr_entries(path)
 
 
@@ -364,7 +365,7 @@ def _pid_alive(pid: int) -> bool:
 def _looks_like_partial_store(path: Path) -> bool:
     """A directory a killed writer may have left: empty, or zarr entries only."""
     return path.is_dir() and not path.is_symlink() and _only_zarr_entries(path) and (
-        not (path / "zarr.json").exists() or _group_attrs(path) is not None)
+        not (path / "zarr.json").exists() or store_attrs(path) is not None)
 
 
 def clean_stale(path) -> list[str]:

@@ -18,7 +18,7 @@ import numpy as np
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer import __version__
 from gmm_volunteer.model import rng as rng_mod
-from gmm_volunteer.io.bundle import load_bundle
+from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.model.demand import demand_arrays
 from gmm_volunteer.model.events import Script, check_events
 from gmm_volunteer.model.kernels.allocation import allocation_restart
@@ -233,6 +233,7 @@ class Simulation:
             "gmmv_version": __version__,
             "model_bundle": str(cfg.model),
             "model_provisional": bool(self.bundle.provisional),
+            "model_sha256": bundle_digest(self.bundle),
             "steps": T,
             "users": self.params.n_users,
             "scheduler": cfg.scheduler,
