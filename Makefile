@@ -5,17 +5,23 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench experiments autoscale-experiment clean clean-cache
+.PHONY: demo test test-slow compile bench experiments autoscale-experiment clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	# Compile the demo's kernels now, into numba's cache, so that the first run loads them.
+	$(BIN)/gmmv compile configs/quickstart.yaml
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/gmmv run configs/quickstart.yaml --force
 	$(BIN)/gmmv summarize results/quickstart.zarr
+
+# Fill the kernel cache again (after clean-cache, or an edit of the kernels).
+compile: $(STAMP)
+	$(BIN)/gmmv compile configs/quickstart.yaml
 
 test: $(STAMP)
 	$(BIN)/pytest -q

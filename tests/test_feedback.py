@@ -14,7 +14,7 @@ from gmm_volunteer.cli.commands import build_parser, main
 
 COMMANDS = [["run", "c.yaml"], ["sweep", "g.yaml"], ["summarize", "r.zarr"], ["report", "d"],
             ["combine", "d"], ["capacity", "c.yaml", "--p99", "10s"], ["fit", "t", "-o", "b"],
-            ["collect", "resources"], ["collect", "subtasks"], ["collect", "downloads"]]
+            ["collect", "resources"], ["collect", "subtasks"], ["collect", "downloads"], ["compile"]]
 
 
 @pytest.fixture(autouse=True)

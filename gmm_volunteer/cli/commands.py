@@ -30,7 +30,8 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 
 # Modules that contribute subcommands when they are present.
-EXTENSIONS = ("gmm_volunteer.cli.experiments", "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli")
+EXTENSIONS = ("gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments", "gmm_volunteer.fitting.cli",
+              "gmm_volunteer.optimisation.cli")
 
 
 def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:
@@ -140,8 +141,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.io.results import write_result
 
     feedback.announce_compile()
-    record = simulate(cfg, progress=not args.quiet)
-    feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s")
+    from gmm_volunteer.model.kernels.compile_log import CompileLog
+
+    with CompileLog().listening() as compiled:  # -v reports what the run had to compile
+        record = simulate(cfg, progress=not args.quiet)
+    feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s; "
+                    f"kernels: {compiled.summary()}")
     write_result(record, out, overwrite=args.force)
     print(f"wrote {out}")
     return EXIT_OK

@@ -22,7 +22,7 @@ _level = NORMAL
 _announced = False
 
 COMPILE_NOTICE = ("compiling simulation kernels (first run on this machine only, "
-                  "about 1-2 minutes)")
+                  "about 1-2 minutes; `gmmv compile` does it ahead of time)")
 
 
 def set_verbosity(level: int) -> None:
