@@ -62,8 +62,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         digests: dict = {}
         for r in grid.runs():
-            why = stale_reason(r, digests) if is_complete(r.path) else None
-            state = "to run" if not is_complete(r.path) else ("stale" if why else "complete")
+            done = is_complete(r.path)
+            why = stale_reason(r, digests) if done else None
+            state = ("stale" if why else "complete") if done else "to run"
             print(f"{state:9} {r.path}" + (f" ({why})" if why else ""))
         return 0
     from gmm_volunteer.cli import feedback

@@ -409,20 +409,10 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
     return None
 
 
-def stale_runs(runs: list[RunSpec]) -> list[tuple[RunSpec, str]]:
-    """The complete runs whose stores `stale_reason` rejects, with the reason."""
+def _refuse_stale(complete: list[RunSpec], output: Path) -> None:
+    """Raise `StaleRunsError` naming the complete runs whose stores `stale_reason` rejects."""
     digests: dict = {}
-    found = []
-    for r in runs:
-        if is_complete(r.path):
-            why = stale_reason(r, digests)
-            if why is not None:
-                found.append((r, why))
-    return found
-
-
-def _refuse_stale(runs: list[RunSpec], output: Path) -> None:
-    stale = stale_runs(runs)
+    stale = [(r, why) for r in complete if (why := stale_reason(r, digests)) is not None]
     if stale:
         shown = "\n".join(f"  {r.path}: {why}" for r, why in stale[:3])
         more = f"\n  ... and {len(stale) - 3} more" if len(stale) > 3 else ""
@@ -483,10 +473,11 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     runs = grid.runs()
-    _refuse_stale(runs, grid.output)
+    complete = [is_complete(r.path) for r in runs]
+    _refuse_stale([r for r, c in zip(runs, complete) if c], grid.output)
     write_manifest(grid, runs)
-    outcomes = [RunOutcome(r.name, "skipped", str(r.path)) for r in runs if is_complete(r.path)]
-    todo = [r for r in runs if not is_complete(r.path)]
+    outcomes = [RunOutcome(r.name, "skipped", str(r.path)) for r, c in zip(runs, complete) if c]
+    todo = [r for r, c in zip(runs, complete) if not c]
     _remove_stale_tmp(todo)
     if todo and is_own_store(grid.output / COMBINED):
         # Runs are about to change: a combined dataset from before would be stale.
