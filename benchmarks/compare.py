@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.run import FORMAT, _fmt, table
+from benchmarks.run import FORMAT, _fmt, _kb_per_user, table
 
 # section -> (row key fields, [(metric, label, format)])
 METRICS = {
@@ -32,7 +32,9 @@ METRICS = {
         ("per_step_us_median", "us/step", ".1f"),
         ("us_per_online_user", "us/online", ".3f"),
         ("us_per_active_subtask", "us/subtask", ".3f"),
+        ("us_per_sample", "us/sample", ".3f"),
         ("peak_rss_mb_median", "peak MB", ",.0f"),
+        ("kb_per_user", "KB/user", ".2f"),
     ]),
 }
 MACHINE_KEYS = ("host", "cpu_model", "cpus_usable", "python", "numpy", "numba", "git_commit",
@@ -46,7 +48,10 @@ def load(path: str) -> dict:
     return doc
 
 
-WORK_KEYS = ("mean_online_users", "mean_active_requests", "mean_active_subtasks")
+# Work of the trajectory; files written before the consumption samples existed lack the
+# last two, and a missing value is left out of the check (and shows as "-").
+WORK_KEYS = ("mean_online_users", "mean_active_requests", "mean_active_subtasks",
+             "mean_active_batches", "mean_running_downloads")
 
 
 def _work_differs(ra: dict, rb: dict, rel: float = 0.005) -> bool:
@@ -63,6 +68,15 @@ def _ratio(a, b):
     if a is None or b is None or a == 0:
         return None
     return b / a
+
+
+# Metrics that older result files lack but whose inputs they hold.
+DERIVED = {"kb_per_user": _kb_per_user}
+
+
+def _value(row: dict, metric: str):
+    v = row.get(metric)
+    return DERIVED[metric](row) if v is None and metric in DERIVED else v
 
 
 def _rows(doc: dict, sec: str) -> list[dict]:
@@ -93,7 +107,7 @@ def compare(a: dict, b: dict, name_a: str = "A", name_b: str = "B") -> str:
                 cells[0] = "*" + cells[0]
                 changed = True
             for m, _, spec in metrics:
-                x, y = ra[key].get(m), rb[key].get(m)
+                x, y = _value(ra[key], m), _value(rb[key], m)
                 r = _ratio(x, y)
                 cells += [_fmt(x, spec), _fmt(y, spec), _fmt(r, ".3f")]
             rows.append(cells)

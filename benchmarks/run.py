@@ -9,7 +9,9 @@ Three sections (docs in benchmarks/README.md):
   bundle: median wall time over the repeats (min, max), steps/s, peak resident memory.
 - scaling: per-step cost for 100, 1k, 10k, 100k and 1M users (uniform scheduler; 20,000
   steps, 2,000 for 100k users, 300 for 1M), divided by the mean numbers of online users,
-  active requests and active subtasks, to show that the cost grows linearly with them.
+  active requests, active subtasks and consumption samples (active batches + running
+  downloads), to show that the cost grows linearly with them; and the memory per
+  registered user.
 
 Every timed run is a fresh child process (`python -m benchmarks.one`); a failing child is
 reported with its stderr and the runner goes on. Results: aligned text tables on stdout
@@ -265,16 +267,18 @@ def _summarize(entries: list[dict], users: int, scheduler: str, steps: int) -> d
     res = _ok(mine)
     row = {"users": users, "scheduler": scheduler, "steps": steps, "repeats": len(mine),
            "ok": len(res)}
-    for key in ("run_s", "steps_per_s", "per_step_us", "construct_s", "first_step_s",
-                "import_s", "total_s", "peak_rss_mb", "rss_after_import_mb"):
+    for key in ("run_s", "steps_per_s", "per_step_us", "per_step_cpu_us", "construct_s",
+                "first_step_s", "import_s", "total_s", "peak_rss_mb", "rss_after_import_mb"):
         a = _agg(res, key)
         row[f"{key}_median"] = a["median"]
         if key in ("run_s", "per_step_us", "peak_rss_mb"):
             row[f"{key}_min"], row[f"{key}_max"] = a["min"], a["max"]
     # The trajectory is the same in every repeat (fixed seed); take the first.
+    # Fields added in later versions (sampling) are None for children that lack them.
     for key in ("mean_online_users", "mean_active_requests", "mean_active_subtasks",
+                "mean_active_batches", "mean_running_downloads", "sample_every",
                 "subtask_starts", "requests_ended", "model_provisional"):
-        row[key] = res[0][key] if res else None
+        row[key] = res[0].get(key) if res else None
     return row
 
 
@@ -305,6 +309,21 @@ def _loglog_slope(xs, ys) -> float | None:
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
 
 
+def _samples(row: dict) -> float | None:
+    """Mean consumption samples per step: active batches + running downloads, each of
+    which step_consumption samples an ARMA consumption for (paper 2.2)."""
+    b, d = row.get("mean_active_batches"), row.get("mean_running_downloads")
+    return None if b is None or d is None else b + d
+
+
+def _kb_per_user(row: dict) -> float | None:
+    """Peak resident memory above the imported interpreter, in KiB per registered user."""
+    peak, base = row.get("peak_rss_mb_median"), row.get("rss_after_import_mb_median")
+    if peak is None or base is None or not row.get("users"):
+        return None
+    return (peak - base) * 1024.0 / row["users"]
+
+
 def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_steps: int,
                     repeats: int) -> dict:
     warm = R.warm_up([scheduler])
@@ -323,6 +342,9 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
         row["us_per_online_user"] = _ratio(us, row["mean_online_users"])
         row["us_per_active_request"] = _ratio(us, row["mean_active_requests"])
         row["us_per_active_subtask"] = _ratio(us, row["mean_active_subtasks"])
+        row["mean_samples"] = _samples(row)
+        row["us_per_sample"] = _ratio(us, row["mean_samples"])
+        row["kb_per_user"] = _kb_per_user(row)
         # Marginal cost: extra microseconds per extra online user relative to the
         # previous row (removes the constant per-step overhead of small populations).
         row["marginal_us_per_online_user"] = None
@@ -330,6 +352,15 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
             d_on = (row["mean_online_users"] or 0) - (prev["mean_online_users"] or 0)
             if d_on > 0:
                 row["marginal_us_per_online_user"] = (us - prev["per_step_us_median"]) / d_on
+        # Likewise for memory: the kernels, bundle and record buffers of a small run
+        # dominate its KB/user; the extra memory per extra registered user does not
+        # contain them.
+        row["marginal_kb_per_user"] = None
+        if (prev is not None and row["users"] > prev["users"]
+                and row["peak_rss_mb_median"] is not None
+                and prev["peak_rss_mb_median"] is not None):
+            row["marginal_kb_per_user"] = ((row["peak_rss_mb_median"] - prev["peak_rss_mb_median"])
+                                           * 1024.0 / (row["users"] - prev["users"]))
         rows.append(row)
         prev = row
     us = [r["per_step_us_median"] for r in rows]
@@ -337,6 +368,7 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
         "slope_vs_online_users": _loglog_slope([r["mean_online_users"] for r in rows], us),
         "slope_vs_active_requests": _loglog_slope([r["mean_active_requests"] for r in rows], us),
         "slope_vs_active_subtasks": _loglog_slope([r["mean_active_subtasks"] for r in rows], us),
+        "slope_vs_samples": _loglog_slope([r["mean_samples"] for r in rows], us),
         "note": "least-squares slope of log(us/step) against log(mean count) over the rows; "
                 "1 = linear growth; a constant per-step overhead pulls it below 1 at small sizes",
     }
@@ -417,19 +449,30 @@ def render(doc: dict) -> str:
                 _fmt(r["mean_active_requests"], ".1f"), _fmt(r["mean_active_subtasks"], ".1f"),
                 _fmt(r["us_per_online_user"], ".3f"), _fmt(r["us_per_active_request"], ".3f"),
                 _fmt(r["us_per_active_subtask"], ".3f"),
-                _fmt(r["marginal_us_per_online_user"], ".3f"), _fmt(r["peak_rss_mb_median"]),
+                _fmt(r["marginal_us_per_online_user"], ".3f"), _fmt(r.get("mean_samples"), ".1f"),
+                _fmt(r.get("us_per_sample"), ".3f"), _fmt(r.get("per_step_cpu_us_median"), ".1f"),
+                _fmt(r["peak_rss_mb_median"]), _fmt(r.get("kb_per_user"), ".2f"),
+                _fmt(r.get("marginal_kb_per_user"), ".2f"),
             ])
         f = sc["fit"]
         sched = sc["rows"][0]["scheduler"] if sc["rows"] else "?"
+        every = {r.get("sample_every") for r in sc["rows"]} - {None}
         parts += ["", f"Scaling ({sched} scheduler; per-step cost and its ratio to the mean "
-                      "online users, active requests, active subtasks)",
+                      "online users, active requests, active subtasks and consumption "
+                      "samples = active batches + running downloads"
+                      + (f", sampled every {'/'.join(map(str, sorted(every)))} steps"
+                         if every else "") + ")",
                   table(["users", "steps", "ok", "us/step", "online", "requests", "subtasks",
                          "us/online", "us/request", "us/subtask", "marginal us/online",
-                         "peak MB"], rows),
+                         "samples", "us/sample", "cpu us/step", "peak MB", "KB/user",
+                         "marginal KB/user"], rows),
                   "log-log slope of us/step (1 = linear): vs online users "
                   f"{_fmt(f['slope_vs_online_users'], '.2f')}, vs active requests "
                   f"{_fmt(f['slope_vs_active_requests'], '.2f')}, vs active subtasks "
-                  f"{_fmt(f['slope_vs_active_subtasks'], '.2f')}"]
+                  f"{_fmt(f['slope_vs_active_subtasks'], '.2f')}, vs samples "
+                  f"{_fmt(f.get('slope_vs_samples'), '.2f')}",
+                  "KB/user = (peak MB - MB after import) / users; marginal KB/user = "
+                  "extra peak MB per extra user relative to the row above (KiB)"]
     prov = [r.get("model_provisional") for s in secs.values() for r in s.get("rows", [])]
     if any(prov):
         parts += ["", "Model bundle: the default bundle is marked provisional; numbers will "
