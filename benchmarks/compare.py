@@ -33,6 +33,7 @@ METRICS = {
         ("us_per_online_user", "us/online", ".3f"),
         ("us_per_active_subtask", "us/subtask", ".3f"),
         ("us_per_sample", "us/sample", ".3f"),
+        ("cpu_us_per_sample", "cpu us/sample", ".3f"),
         ("peak_rss_mb_median", "peak MB", ",.0f"),
         ("kb_per_user", "KB/user", ".2f"),
     ]),

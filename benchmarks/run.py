@@ -334,6 +334,11 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
         for i, (u, n) in enumerate(plan):
             runs.append(R.child(f"scaling {k * len(plan) + i + 1}/{repeats * len(plan)}",
                                 u, scheduler, n))
+    return {"warm_up": warm, "runs": runs, **scaling_rows(runs, scheduler, plan)}
+
+
+def scaling_rows(runs: list[dict], scheduler: str, plan) -> dict:
+    """The scaling table's rows and fit from its child runs; `plan` = [(users, steps)]."""
     rows = []
     prev = None
     for u, n in plan:
@@ -344,6 +349,7 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
         row["us_per_active_subtask"] = _ratio(us, row["mean_active_subtasks"])
         row["mean_samples"] = _samples(row)
         row["us_per_sample"] = _ratio(us, row["mean_samples"])
+        row["cpu_us_per_sample"] = _ratio(row["per_step_cpu_us_median"], row["mean_samples"])
         row["kb_per_user"] = _kb_per_user(row)
         # Marginal cost: extra microseconds per extra online user relative to the
         # previous row (removes the constant per-step overhead of small populations).
@@ -372,7 +378,7 @@ def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_ste
         "note": "least-squares slope of log(us/step) against log(mean count) over the rows; "
                 "1 = linear growth; a constant per-step overhead pulls it below 1 at small sizes",
     }
-    return {"warm_up": warm, "runs": runs, "rows": rows, "fit": fit}
+    return {"rows": rows, "fit": fit}
 
 
 # ---------------------------------------------------------------------------------
@@ -451,6 +457,7 @@ def render(doc: dict) -> str:
                 _fmt(r["us_per_active_subtask"], ".3f"),
                 _fmt(r["marginal_us_per_online_user"], ".3f"), _fmt(r.get("mean_samples"), ".1f"),
                 _fmt(r.get("us_per_sample"), ".3f"), _fmt(r.get("per_step_cpu_us_median"), ".1f"),
+                _fmt(r.get("cpu_us_per_sample"), ".3f"),
                 _fmt(r["peak_rss_mb_median"]), _fmt(r.get("kb_per_user"), ".2f"),
                 _fmt(r.get("marginal_kb_per_user"), ".2f"),
             ])
@@ -464,8 +471,8 @@ def render(doc: dict) -> str:
                          if every else "") + ")",
                   table(["users", "steps", "ok", "us/step", "online", "requests", "subtasks",
                          "us/online", "us/request", "us/subtask", "marginal us/online",
-                         "samples", "us/sample", "cpu us/step", "peak MB", "KB/user",
-                         "marginal KB/user"], rows),
+                         "samples", "us/sample", "cpu us/step", "cpu us/sample", "peak MB",
+                         "KB/user", "marginal KB/user"], rows),
                   "log-log slope of us/step (1 = linear): vs online users "
                   f"{_fmt(f['slope_vs_online_users'], '.2f')}, vs active requests "
                   f"{_fmt(f['slope_vs_active_requests'], '.2f')}, vs active subtasks "

@@ -91,3 +91,26 @@ def test_sampled_consumers_equal_a_direct_count(synthetic_model):
     # downloads were stopped by their node being offline (the online test mattered).
     assert seen[:, 0].max() > 0 and seen[:, 1].max() > 0
     assert (seen[:, 2] > seen[:, 1]).any()
+
+
+def test_compare_reads_result_files_without_the_sampled_fields():
+    """A baseline written before the consumption samples: compare still runs, shows "-"
+    for us/sample and derives KB/user from the memory fields the file has."""
+    from benchmarks.compare import compare, load
+    from benchmarks.run import _kb_per_user
+
+    old = load(str(ROOT / "benchmarks" / "baselines" / "0.3-scaling-2026-12-01.json"))
+    row = old["sections"]["scaling"]["rows"][-1]
+    assert "us_per_sample" not in row and "kb_per_user" not in row
+    rows = [dict(r) for r in old["sections"]["scaling"]["rows"]]
+    rows[-1].update(us_per_sample=2.0, mean_active_batches=5.0, mean_running_downloads=7.0)
+    new = dict(old, sections={"scaling": {"rows": rows}})
+    text = compare(old, new)
+    kb = _kb_per_user(row)
+    base = row["rss_after_import_mb_median"]
+    assert kb == (row["peak_rss_mb_median"] - base) * 1024 / row["users"]
+    last = [line for line in text.splitlines() if line.lstrip().startswith(f"{row['users']:,}")]
+    assert len(last) == 1
+    cells = last[0].split()
+    assert f"{kb:.2f}" in cells  # KB/user, derived, in both files
+    assert "2.000" in cells and "-" in cells  # us/sample only in the new file
