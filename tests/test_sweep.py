@@ -98,6 +98,33 @@ def test_shipped_grids_are_valid(tmp_path):
     assert len(small.runs()) < len(paper.runs())
 
 
+def test_shipped_100k_grid_dry_run_lists_its_four_runs(tmp_path, capsys, monkeypatch):
+    """configs/scale/sweep_100k.yaml (docs/experiments.md, "Large runs on a cluster"):
+    2 schedulers x 2 seeds of 100,000 users, short enough to measure; results under the
+    git-ignored results/ of the current directory; `--dry-run` validates and writes nothing."""
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    from helpers import ensure_schedulers
+
+    ensure_schedulers()
+    grid_file = Path(__file__).parent.parent / "configs/scale/sweep_100k.yaml"
+    bundle = write_bundle(synthetic_bundle(), tmp_path / "bundle")
+    monkeypatch.chdir(tmp_path)
+    grid = load_grid(grid_file, overrides={"model": str(bundle)})
+    assert grid.output == tmp_path / "results/scale/sweep_100k"
+    assert grid.coords() == {"scheduler": ["uniform", "affinity"], "seed": [0, 1]}
+    assert {(r.config.users.count, r.config.steps) for r in grid.runs()} == {(100_000, 2_000)}
+
+    assert main(["sweep", str(grid_file), "--dry-run", "--set", f"model={bundle}"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = [f"to run    {grid.output / 'runs' / f'scheduler-{s}_seed-{seed}.zarr'}"
+                for s in ("uniform", "affinity") for seed in (0, 1)]
+    assert lines == expected
+    assert not (tmp_path / "results").exists()
+
+
 # -- running ----------------------------------------------------------------------------
 
 def test_serial_sweep_combines_per_run_statistics(tmp_path):
