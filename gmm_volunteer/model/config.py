@@ -77,7 +77,6 @@ _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected
 # forever (burn-in) or not fit the kernels' integer types (users, steps).
 MAX_USERS = 100_000_000
 MAX_STEPS = 1_000_000_000  # about 32 years of 1 s steps
-MAX_THREADS = 256
 MAX_CAPACITY = 1e6  # capacity multiplier
 MAX_PROFILE = 1e9  # base_profile value, in its unit (Mbit/s, %, MB)
 MAX_BURN_IN = 10_000
@@ -474,9 +473,6 @@ class RunConfig(_Section):
 
     seed: int | None = Field(None, ge=0, lt=2**128)
     steps: int = Field(ge=1, le=MAX_STEPS)
-    # Threads that draw a step's consumption samples (issue 15; docs/usage.md). Results
-    # are the same for every value; above 1 pays only for large populations.
-    threads: int = Field(1, ge=1, le=MAX_THREADS)
     users: Users
     server: Server
     base_profile: BaseProfile = Field(default_factory=BaseProfile)

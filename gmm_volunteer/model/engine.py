@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import time
 
-import numba
 import numpy as np
 
 from gmm_volunteer.model.kernels.jit import kernel
@@ -203,9 +202,6 @@ class Simulation:
     def _advance_to(self, stop: int, runner, bar=None) -> None:
         """Steps t..stop-1: through `step()` without a fused runner, else in chunks that
         end where the control plane or the script must act."""
-        # The thread count is numba's per calling thread; the kernels split the samples by
-        # P.threads whatever it is, so it changes speed only, never results.
-        numba.set_num_threads(min(self.params.threads, numba.config.NUMBA_NUM_THREADS))
         while self.t < stop:
             if runner is None:
                 self.step()

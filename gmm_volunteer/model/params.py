@@ -47,16 +47,14 @@ PARAM_FIELDS = (
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
-    # how the kernels run (not the model)
-    "threads"
+    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist"
 ).split()
 Params = namedtuple("Params", PARAM_FIELDS)
 
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching threads".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
@@ -361,7 +359,6 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_in_mb=sub_in_mb,
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
-        threads=int(cfg.threads),
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
         al_p=al_p,
@@ -491,7 +488,6 @@ def _pack(T):
     s.cs_emask = T.cs_emask
     s.b_hist = T.b_hist
     s.dl_hist = T.dl_hist
-    s.threads = T.threads
     return s
 
 

@@ -15,7 +15,7 @@ it is a hard limit the executor enforces, and c_t is recorded before it acts.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_next, arma_value, idw_weights
@@ -224,51 +224,11 @@ def cpu_share_time(S, P, v, capacity, demand):
 
 
 @kernel
-def sample_range(S, P, t, n_b, first, lo, hi, w):
-    """Samples lo..hi-1 of this step: active batches 0..n_b-1 (b_list order), then the
-    running downloads (dl_run order); sample k uses the innovations from first[k] on."""
-    nrm = S.cs_normals
-    b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
-    sub_type = P.sub_type
-    for k in range(lo, hi):
-        if k < n_b:
-            b = b_list[k]
-            stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
-            level = _level(S, P, stage, b_node[b], b_size[b])
-            _sample(P, nrm, first[k], stage, sub_type[b_sub[b]], level, b_size[b], S.b_h, b, t - b_born[b], S.b_cons, w)
-        else:
-            d = S.dl_run[k - n_b]
-            level = _level(S, P, STAGE_DATA, S.dl_node[d], 1)
-            _sample(P, nrm, first[k], STAGE_DATA, sub_type[S.dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], S.dl_cons, w)
-
-
-PARALLEL_MIN_SAMPLES = 512  # below this a step's samples are drawn in the calling thread
-
-
-@kernel(parallel=True)
-def sample_all(S, P, t, n_b, n_run, first):
-    """Every sample of the step (consumption of each active batch and running download).
-
-    Each sample writes only its own rows (history, consumption) and reads its own
-    innovations, so splitting them over threads gives the same numbers for any thread
-    count. P.threads (the run's `threads`) sets the split; numba's thread count
-    (`engine.Simulation` sets it to P.threads) how many run at once. (It is read from P,
-    not from numba: a kernel asking numba for it could not be cached.)"""
-    n = n_b + n_run
-    n_threads = P.threads
-    if n_threads == 1 or n < PARALLEL_MIN_SAMPLES:
-        sample_range(S, P, t, n_b, first, 0, n, np.empty(P.levels.shape[1]))
-        return
-    n_chunks = 4 * n_threads
-    for c in prange(n_chunks):
-        sample_range(S, P, t, n_b, first, c * n // n_chunks, (c + 1) * n // n_chunks, np.empty(P.levels.shape[1]))
-
-
-@kernel
 def step_consumption(S, P, t):
     """Factor c_t: sample demands, grant shares, advance work; record server and user
     totals of what was used."""
     S.n_touched[0] = 0
+    w = np.empty(P.levels.shape[1])
     # Running downloads (node online, readiness LOADING), in download-list order, go to
     # dl_run: the sampling, the later passes and the completions visit only them.
     dl_list, dl_node, dl_sub, dl_cons, rd_state, online = S.dl_list, S.dl_node, S.dl_sub, S.dl_cons, S.rd_state, S.online
@@ -281,24 +241,29 @@ def step_consumption(S, P, t):
             dl_run[n_run] = d
             n_run += 1
     # The innovations of every sample of this step, drawn as one block in the order the
-    # samples use them (batches, then downloads; modelled resources in order). Sample k
-    # starts at first[k], so the samples can be drawn in any order, or in parallel.
+    # samples use them (batches, then downloads; modelled resources in order).
     n_has = P.cs_nhas
-    b_list, b_node, b_phase, b_cons = S.b_list, S.b_node, S.b_phase, S.b_cons
-    n_b = S.n_b[0]
-    first = np.empty(n_b + n_run, np.int64)
-    n_eps = 0
-    for k in range(n_b):
+    b_list, b_node, b_phase, b_sub, b_size, b_born = S.b_list, S.b_node, S.b_phase, S.b_sub, S.b_size, S.b_born
+    n_eps = n_run * n_has[STAGE_DATA]
+    for k in range(S.n_b[0]):
+        n_eps += n_has[b_phase[b_list[k]]]
+    nrm = S.cs_normals
+    fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
+    at = 0
+    b_h, b_cons, sub_type = S.b_h, S.b_cons, P.sub_type
+    for k in range(S.n_b[0]):
         b = b_list[k]
-        _touch(S, b_node[b], t)
-        first[k] = n_eps
-        n_eps += n_has[b_phase[b]]
+        v = b_node[b]
+        _touch(S, v, t)
+        stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
+        level = _level(S, P, stage, v, b_size[b])
+        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_h, b, t - b_born[b], b_cons, w)
     for k in range(n_run):
-        _touch(S, dl_node[dl_run[k]], t)
-        first[n_b + k] = n_eps
-        n_eps += n_has[STAGE_DATA]
-    fill_normals(S.rng, STREAM_CONSUMPTION, S.cs_normals, n_eps)
-    sample_all(S, P, t, n_b, n_run, first)
+        d = dl_run[k]
+        v = dl_node[d]
+        _touch(S, v, t)
+        level = _level(S, P, STAGE_DATA, v, 1)
+        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
     S.n_dlrun[0] = n_run
     _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
