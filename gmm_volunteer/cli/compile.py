@@ -12,8 +12,9 @@ import time
 
 # The demo's policies (configs/quickstart.yaml) when no CONFIG is given. Only the policies
 # decide which kernels are compiled (numba compiles per argument types, never values), so
-# a short run of a small population compiles what the demo's run needs.
-BUILTIN = {"steps": 50, "users": {"count": 100}, "server": {"capacity": 30}}
+# a short run of a small population compiles what the demo's run needs: the sizes are
+# the ones `precompile` reduces every config to.
+BUILTIN_SERVER_CAPACITY = 30
 SLOW_S = 1.0  # a compilation at least this long gets a progress line at the default level
 
 
@@ -22,6 +23,7 @@ def _targets(args) -> list[tuple[str, object]]:
     from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.model.config import (ConfigError, apply_overrides, config_from_dict, load_config,
                                             parse_override)
+    from gmm_volunteer.model.precompile import STEPS, USERS
     from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
 
     if args.top < 1:
@@ -43,7 +45,9 @@ def _targets(args) -> list[tuple[str, object]]:
             try:
                 if config is None:
                     parsed = dict(parse_override(o, "--set") for o in overrides)
-                    cfg = config_from_dict(apply_overrides(BUILTIN, parsed, "--set"), source="built-in config")
+                    builtin = {"steps": STEPS, "users": {"count": USERS},
+                               "server": {"capacity": BUILTIN_SERVER_CAPACITY}}
+                    cfg = config_from_dict(apply_overrides(builtin, parsed, "--set"), source="built-in config")
                 else:
                     cfg = load_config(config, overrides)
             except ConfigError as exc:
