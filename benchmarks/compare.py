@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.run import FORMAT, _fmt, _kb_per_user, table
+from benchmarks.run import FORMAT, _fmt, kb_per_user, table
 
 # section -> (row key fields, [(metric, label, format)])
 METRICS = {
@@ -72,7 +72,7 @@ def _ratio(a, b):
 
 
 # Metrics that older result files lack but whose inputs they hold.
-DERIVED = {"kb_per_user": _kb_per_user}
+DERIVED = {"kb_per_user": kb_per_user}
 
 
 def _value(row: dict, metric: str):

@@ -316,7 +316,7 @@ def _samples(row: dict) -> float | None:
     return None if b is None or d is None else b + d
 
 
-def _kb_per_user(row: dict) -> float | None:
+def kb_per_user(row: dict) -> float | None:
     """Peak resident memory above the imported interpreter, in KiB per registered user."""
     peak, base = row.get("peak_rss_mb_median"), row.get("rss_after_import_mb_median")
     if peak is None or base is None or not row.get("users"):
@@ -350,7 +350,7 @@ def scaling_rows(runs: list[dict], scheduler: str, plan) -> dict:
         row["mean_samples"] = _samples(row)
         row["us_per_sample"] = _ratio(us, row["mean_samples"])
         row["cpu_us_per_sample"] = _ratio(row["per_step_cpu_us_median"], row["mean_samples"])
-        row["kb_per_user"] = _kb_per_user(row)
+        row["kb_per_user"] = kb_per_user(row)
         # Marginal cost: extra microseconds per extra online user relative to the
         # previous row (removes the constant per-step overhead of small populations).
         row["marginal_us_per_online_user"] = None

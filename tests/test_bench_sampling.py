@@ -97,7 +97,7 @@ def test_compare_reads_result_files_without_the_sampled_fields():
     """A baseline written before the consumption samples: compare still runs, shows "-"
     for us/sample and derives KB/user from the memory fields the file has."""
     from benchmarks.compare import compare, load
-    from benchmarks.run import _kb_per_user
+    from benchmarks.run import kb_per_user
 
     old = load(str(ROOT / "benchmarks" / "baselines" / "0.3-scaling-2026-12-01.json"))
     row = old["sections"]["scaling"]["rows"][-1]
@@ -106,7 +106,7 @@ def test_compare_reads_result_files_without_the_sampled_fields():
     rows[-1].update(us_per_sample=2.0, mean_active_batches=5.0, mean_running_downloads=7.0)
     new = dict(old, sections={"scaling": {"rows": rows}})
     text = compare(old, new)
-    kb = _kb_per_user(row)
+    kb = kb_per_user(row)
     base = row["rss_after_import_mb_median"]
     assert kb == (row["peak_rss_mb_median"] - base) * 1024 / row["users"]
     last = [line for line in text.splitlines() if line.lstrip().startswith(f"{row['users']:,}")]
