@@ -5,7 +5,7 @@ Inference for Efficient QoS-Aware Autoscaling", section 2. See docs/model.md; th
 layers (model, policies, io, experiments, cli, fitting, testing): docs/api.md.
 """
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 from gmm_volunteer import _moved  # noqa: E402
 

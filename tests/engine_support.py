@@ -17,11 +17,11 @@ def bundle_dir(tmp: Path, **kwargs) -> Path:
 
 
 def make_config(model: Path, *, users=50, steps=300, scheduler="uniform", seed=1, server=10.0,
-                user_capacity=1.0, **extra):
+                user_capacity=1.0, initial_data="filled", **extra):
     d = {
         "steps": steps,
         "seed": seed,
-        "users": {"count": users, "capacity": user_capacity},
+        "users": {"count": users, "capacity": user_capacity, "initial_data": initial_data},
         "server": {"capacity": server},
         "scheduler": scheduler,
         "model": str(model),

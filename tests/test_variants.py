@@ -18,11 +18,12 @@ MODEL = str(ROOT / "gmm_volunteer/bundles/default")
 ACC = {"mobilenet_v2": 0.718, "resnet50": 0.761}
 
 
-def _cfg(scheduler="uniform", variants=False, options=None, users=60, steps=800, seed=4):
+def _cfg(scheduler="uniform", variants=False, options=None, users=60, steps=800, seed=4,
+         subtask_data="model"):
     return config_from_dict({"seed": seed, "steps": steps, "users": {"count": users},
                              "server": {"capacity": 10}, "scheduler": scheduler,
                              "scheduler_options": options or {}, "model": MODEL,
-                             "execution": {"variants": variants}})
+                             "execution": {"variants": variants, "subtask_data": subtask_data}})
 
 
 def _raw():
@@ -56,10 +57,10 @@ def test_bundle_without_variant_keys_still_reads():
     validate_bundle(data, "b.yaml")
 
 
-def test_variant_subtasks_appended_only_when_enabled():
+def test_variant_subtasks_appended_only_when_enabled_per_slot():
     b = load_bundle(MODEL)
-    off = build_params(_cfg(variants=False), b)
-    on = build_params(_cfg(variants=True), b)
+    off = build_params(_cfg(variants=False, subtask_data="slot"), b)
+    on = build_params(_cfg(variants=True, subtask_data="slot"), b)
     assert off.n_sub == off.n_req == 30 and np.all(off.var_n == 1)
     names = [s.name for s in b.subtask_types]
     assert on.n_req == 30
@@ -71,12 +72,31 @@ def test_variant_subtasks_appended_only_when_enabled():
         assert alts[0] == j
         if names[on.sub_type[j]] in ACC:
             assert len(alts) == 2 and names[on.sub_type[alts[1]]] in ACC
-            assert on.sub_type[alts[1]] != on.sub_type[j] and on.sub_req[alts[1]] == j
+            assert on.sub_type[alts[1]] != on.sub_type[j] and alts[1] >= 30
         else:
             assert len(alts) == 1
     # arrays the requested subtasks share are unchanged
     assert np.array_equal(on.sub_type[:30], off.sub_type)
     assert np.array_equal(on.mem_est[:30], off.mem_est)
+
+
+def test_variants_per_model_are_the_other_models_own_subtasks():
+    """Per model (docs/model.md D7), a variant is the other classifier's subtask: its
+    data is the same file, so no subtask is appended when a slot requests it."""
+    b = load_bundle(MODEL)
+    off = build_params(_cfg(variants=False), b)
+    on = build_params(_cfg(variants=True), b)
+    names = [s.name for s in b.subtask_types]
+    requested = {n for t in b.task_types for n in t.subtasks}
+    assert off.n_sub == off.n_req == len(requested) and np.all(off.var_n == 1)
+    assert on.n_req == on.n_sub == off.n_sub  # both classifiers are requested somewhere
+    for j in range(on.n_req):
+        alts = on.var_list[j, : on.var_n[j]]
+        assert alts[0] == j
+        if names[on.sub_type[j]] in ACC:
+            assert len(alts) == 2 and {names[on.sub_type[a]] for a in alts} == set(ACC)
+        else:
+            assert len(alts) == 1
 
 
 def _log(rec):

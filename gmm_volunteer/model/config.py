@@ -286,6 +286,10 @@ class Users(_Section):
     count: int = Field(ge=1, le=MAX_USERS)
     capacity: float = Field(1.0, gt=0, le=MAX_CAPACITY)
     allocation: UserAllocationLaw = Field(default_factory=UserAllocation)
+    # Subtask data the users hold at t = 0 (docs/model.md D2): "filled", what the
+    # distributed schedulers' download rule leaves after a long history; "empty", none
+    # (the behaviour before 0.6.0).
+    initial_data: Literal["filled", "empty"] = "filled"
 
 
 class ResourceCapacity(_Fractions):
@@ -457,6 +461,12 @@ class Execution(_Section):
     # Subtasks of one type entering a phase on one node in the same step form one batch
     # (paper 2.2). Off: every placement is its own batch (the queueing checks use it).
     batching: bool = True
+    # What a node's subtask data (readiness, storage) and batches are keyed by
+    # (docs/model.md D7): "model", one copy per subtask type, shared by every slot and
+    # task type that runs it, and same-model subtasks batch together; "slot", one per
+    # (task type, slot) as paper 2.2 indexes readiness, for catalogues whose every slot
+    # is its own model (and the behaviour before 0.6.0).
+    subtask_data: Literal["model", "slot"] = "model"
     # Model variants (docs/model.md D24): slots whose subtask type shares a `function`
     # with other types in the bundle may be served by those types too, for the schedulers
     # that choose a variant (asrb). Off: every slot runs its requested type, bit for bit

@@ -21,6 +21,7 @@ from gmm_volunteer.model import rng as rng_mod
 from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.model.demand import demand_arrays
 from gmm_volunteer.model.events import Script, check_events
+from gmm_volunteer.model.initial_data import fill_initial_data
 from gmm_volunteer.model.kernels.allocation import allocation_restart
 from gmm_volunteer.model.kernels.heap import heap_push
 from gmm_volunteer.model.kernels.ops import list_add
@@ -125,6 +126,7 @@ class Simulation:
         self.control.start(self.arrays)
         online, age, next_change = stationary_availability(self.params, gens["init"])
         _init_state(self.S, self.P, online, age, next_change)
+        fill_initial_data(self.S, self.P, self.params, cfg)  # D2
         self.t = 0
         self._grown_at = -1
 

@@ -5,8 +5,12 @@ built once per run. Index conventions (used throughout the kernels):
 
 * nodes v = 0..N: v = 0 is the server, v = i is user i's device (paper 2.1);
 * resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage (`constants.RESOURCES`);
-* subtasks j = 0..J-1: one per (task type k, slot p) pair, in task order (paper 2.2 indexes
-  readiness by (v, k, p)); subtask j runs subtask type (CV model) `sub_type[j]`;
+* subtasks j = 0..J-1: what a node's readiness, storage and batches are keyed by
+  (docs/model.md D7). With `execution.subtask_data: model` (default) one j per distinct
+  subtask type (CV model) the task types request, in order of first appearance, shared
+  by every slot that runs it; with `slot` one j per (task type k, slot p) pair, in task
+  order, as paper 2.2 indexes readiness by (v, k, p). Slot p of task type k is subtask
+  `task_sub[k, p]`; subtask j runs subtask type `sub_type[j]`;
 * consumption stages s: 0 data_download, 1 input_download, 2 execution, 3 upload;
 * execution phases: 0 idle, 1 download, 2 execution, 3 upload, 4 done.
 """
@@ -40,7 +44,7 @@ PARAM_FIELDS = (
     # availability and requests
     "on_law off_law think_law patience_law type_cum "
     # tasks and subtasks
-    "task_nsub task_sub sub_type n_req sub_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
+    "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
     "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
     # allocations
@@ -60,7 +64,7 @@ PARAM_SPEC = {
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
         "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc").split()},
     **{k: (np.int64, 1) for k in (
-        "task_nsub sub_type sub_req var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
+        "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
     **{k: (np.float64, 2) for k in (
         "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels").split()},
     **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
@@ -195,21 +199,43 @@ def consumption_rings(cs_p, cs_q):
     return yoff, eoff, ymask, emask, max(1, int(width[1:].max())), max(1, int(width[0]))
 
 
-def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool):
+def subtask_keys(bundle: Bundle, per_model: bool):
+    """(task_sub, sub_type): the subtask j of each (task type k, slot p), -1 past the
+    type's slots, and the subtask type each j runs (docs/model.md D7).
+
+    Per model, slots that run the same subtask type share one j (one copy of its data on
+    a node, one batch); per slot, every (k, p) is a j of its own (paper 2.2)."""
+    type_index = {s.name: m for m, s in enumerate(bundle.subtask_types)}
+    n_task = len(bundle.task_types)
+    task_sub = -np.ones((n_task, max(len(t.subtasks) for t in bundle.task_types)), np.int64)
+    sub_type: list[int] = []
+    key_of: dict[int, int] = {}
+    for k, task in enumerate(bundle.task_types):
+        for p, name in enumerate(task.subtasks):
+            m = type_index[name]
+            if not per_model or m not in key_of:
+                key_of[m] = len(sub_type)
+                sub_type.append(m)
+            task_sub[k, p] = key_of[m]
+    return task_sub, np.array(sub_type, np.int64)
+
+
+def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool, per_model: bool):
     """Model variants (issue 12 item 1; docs/model.md D24).
 
-    Subtask j < n_req is the requested one of its (task type, slot); with variants
-    enabled, every requested j whose subtask type names a `function` shared by other
-    types gets one more subtask per other type of that function, appended after the
-    requested ones: the same slot served by another model, with its own subtask data
-    (paper 2.2 indexes readiness by (v, k, p); a variant's data is another file).
-    Returns (sub_type, sub_req, sub_acc, var_list, var_n, task_nacc): the extended
-    type of each subtask, the requested subtask each one serves, its accuracy (0 when
-    its type gives none), the subtasks that may serve each requested one (itself
-    first) and their number, and per task type the slots whose type has an accuracy."""
+    Subtask j < n_req is a requested one; with variants enabled, every requested j whose
+    subtask type names a `function` shared by other types may also be served by those
+    types. Per model (D7), the variant of another type is that type's own subtask (its
+    data is the same file), appended after the requested ones only if no slot requests
+    it; per slot, it is one more subtask per (requested j, other type), with its own
+    data, as the paper keys readiness by (v, k, p).
+    Returns (sub_type, sub_acc, var_list, var_n, task_nacc): the extended type of each
+    subtask, its accuracy (0 when its type gives none), the subtasks that may serve each
+    requested one (itself first) and their number, and per task type the slots whose
+    type has an accuracy."""
     st = bundle.subtask_types
     n_req = len(sub_type)
-    types, req = list(sub_type), list(range(n_req))
+    types = list(sub_type)
     alts = [[j] for j in range(n_req)]
     if enabled:
         for j in range(n_req):
@@ -217,10 +243,13 @@ def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool)
             if f is None:
                 continue
             for m, other in enumerate(st):
-                if m != sub_type[j] and other.function == f:
+                if m == sub_type[j] or other.function != f:
+                    continue
+                if per_model and m in types:
+                    alts[j].append(types.index(m))
+                else:
                     alts[j].append(len(types))
                     types.append(m)
-                    req.append(j)
     sub_acc = np.array([st[m].accuracy or 0.0 for m in types])
     width = max(len(a) for a in alts)
     var_list = np.full((n_req, width), -1, np.int64)
@@ -228,7 +257,7 @@ def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool)
         var_list[j, : len(a)] = a
     task_nacc = np.array([sum(1 for p in range(task_nsub[k]) if sub_acc[task_sub[k, p]] > 0)
                           for k in range(len(task_nsub))], np.int64)
-    return (np.array(types, np.int64), np.array(req, np.int64), sub_acc, var_list,
+    return (np.array(types, np.int64), sub_acc, var_list,
             np.array([len(a) for a in alts], np.int64), task_nacc)
 
 
@@ -236,8 +265,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
     """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
     n_users = int(cfg.users.count)
     hist = history_length(bundle)
-    type_index = {s.name: m for m, s in enumerate(bundle.subtask_types)}
-    n_types = len(type_index)
+    n_types = len(bundle.subtask_types)
 
     probs = np.asarray(cfg.requests.type_probabilities, dtype=np.float64)
     if len(probs) != len(bundle.task_types):
@@ -252,16 +280,11 @@ def build_params(cfg, bundle: Bundle) -> Params:
     n_task = len(bundle.task_types)
     max_slots = max(len(t.subtasks) for t in bundle.task_types)
     task_nsub = np.array([len(t.subtasks) for t in bundle.task_types], np.int64)
-    task_sub = -np.ones((n_task, max_slots), np.int64)
-    sub_type = []
-    for k, task in enumerate(bundle.task_types):
-        for p, name in enumerate(task.subtasks):
-            task_sub[k, p] = len(sub_type)
-            sub_type.append(type_index[name])
-    sub_type = np.array(sub_type, np.int64)
+    per_model = cfg.execution.subtask_data == "model"
+    task_sub, sub_type = subtask_keys(bundle, per_model)
     n_req = len(sub_type)
-    sub_type, sub_req, sub_acc, var_list, var_n, task_nacc = variant_tables(
-        bundle, task_sub, task_nsub, sub_type, bool(cfg.execution.variants))
+    sub_type, sub_acc, var_list, var_n, task_nacc = variant_tables(
+        bundle, task_sub, task_nsub, sub_type, bool(cfg.execution.variants), per_model)
     n_sub = len(sub_type)
     st = bundle.subtask_types
     sub_data_mb = np.array([st[m].data_size_mb for m in sub_type])
@@ -343,7 +366,6 @@ def build_params(cfg, bundle: Bundle) -> Params:
         task_sub=task_sub,
         sub_type=sub_type,
         n_req=n_req,
-        sub_req=sub_req,
         sub_acc=sub_acc,
         var_list=var_list,
         var_n=var_n,
@@ -432,7 +454,6 @@ def _pack(T):
     s.task_sub = T.task_sub
     s.sub_type = T.sub_type
     s.n_req = T.n_req
-    s.sub_req = T.sub_req
     s.sub_acc = T.sub_acc
     s.var_list = T.var_list
     s.var_n = T.var_n

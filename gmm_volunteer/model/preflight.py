@@ -64,10 +64,10 @@ def available_memory() -> int | None:
         return None
 
 
-def _state_bytes(bundle, restart: int, nodes: int, steps: int) -> int:
+def _state_bytes(bundle, restart: int, nodes: int, steps: int, per_model: bool = True) -> int:
     from gmm_volunteer.io.bundle import STAGES
     from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES
-    from gmm_volunteer.model.params import N_CRES, N_RES, consumption_rings
+    from gmm_volunteer.model.params import N_CRES, N_RES, consumption_rings, subtask_keys
     from gmm_volunteer.model.state import allocate
 
     res = CONSUMPTION_RESOURCES
@@ -78,7 +78,8 @@ def _state_bytes(bundle, restart: int, nodes: int, steps: int) -> int:
     cs_p = np.array([[order(s, r, 0) for r in res[:N_CRES]] for s in STAGES], np.int64)
     cs_q = np.array([[order(s, r, 1) for r in res[:N_CRES]] for s in STAGES], np.int64)
     *_, b_hist, dl_hist = consumption_rings(cs_p, cs_q)
-    P = SimpleNamespace(n_nodes=nodes, n_sub=sum(len(t.subtasks) for t in bundle.task_types),
+    n_sub = len(subtask_keys(bundle, per_model)[1])  # without variants: a lower bound
+    P = SimpleNamespace(n_nodes=nodes, n_sub=n_sub, n_req=n_sub,
                         max_slots=max(len(t.subtasks) for t in bundle.task_types),
                         restart=restart, b_hist=b_hist, dl_hist=dl_hist, al_p=al_p, al_q=al_q,
                         amax=np.zeros((1, N_RES)))  # only its shape matters here (the server's row)
@@ -96,9 +97,10 @@ def estimate_memory(cfg, bundle) -> int:
     """
     restart = 1 if cfg.allocation.restart == "freeze" else 0
     small, big = 1_001, 2_001
-    base = _state_bytes(bundle, restart, small, 1)
-    per_node = (_state_bytes(bundle, restart, big, 1) - base) / (big - small)
-    per_step = (_state_bytes(bundle, restart, small, 1_001) - base) / 1_000
+    per_model = cfg.execution.subtask_data == "model"
+    base = _state_bytes(bundle, restart, small, 1, per_model)
+    per_node = (_state_bytes(bundle, restart, big, 1, per_model) - base) / (big - small)
+    per_step = (_state_bytes(bundle, restart, small, 1_001, per_model) - base) / 1_000
     nodes, steps = cfg.users.count + 1, cfg.steps
     state = base + per_node * (nodes - small) + per_step * (steps - 1)
     on, off = cfg.availability.online.mean(), cfg.availability.offline.mean()

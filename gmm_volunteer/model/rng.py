@@ -20,6 +20,7 @@ KEY_AVAILABILITY = 1
 KEY_THINK = 2
 KEY_PATIENCE = 3
 KEY_REQUEST_TYPE = 4
+KEY_DATA = 5  # subtask data users hold at t = 0 (model/initial_data.py)
 
 STREAMS = ("init", "allocation", "consumption", "hazard", "scheduler", "executor")
 

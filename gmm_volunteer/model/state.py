@@ -123,7 +123,8 @@ def allocate(P: Params, steps: int) -> State:
         lg_out=_i(lg_cap, 0, np.int8),
         lg_acc=np.zeros(lg_cap),
         n_lg=_i(1),
-        sv_count=_i(J),
+        # completed subtasks by (requested subtask, serving subtask): variants, D24
+        sv_count=np.zeros((P.n_req, J), np.int64),
         alloc=np.zeros((V, N_RES)),
         al_y=np.zeros((int(np.sum(P.al_p)) + N_RES, V)),
         al_e=np.zeros((int(np.sum(P.al_q)) + N_RES, V)),
@@ -283,7 +284,7 @@ def _state_type():
     """Struct type from a tiny allocation: field types do not depend on sizes."""
     from types import SimpleNamespace
 
-    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
+    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, n_req=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
                               al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64),
                               amax=np.zeros((2, N_RES))), 1)
     return StateStruct(struct_fields(example))

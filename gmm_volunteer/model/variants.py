@@ -37,8 +37,9 @@ def served_series(params, arrays, n_requests: int, type_names: list[str],
     acc[params.task_nacc[arrays.lg_type[:n_requests].astype(np.int64)] == 0] = np.nan
     m = len(type_names)
     served = np.zeros((m, m), np.int64)
-    req_type = params.sub_type[params.sub_req]
-    np.add.at(served, (req_type, params.sub_type), arrays.sv_count[: params.n_sub])
+    n_req = params.n_req
+    np.add.at(served, (params.sub_type[:n_req, None], params.sub_type[None, :]),
+              arrays.sv_count[:n_req, : params.n_sub])
     series = {
         "request_accuracy": (("request",), acc, {
             "long_name": "mean accuracy of the model variants that served a completed request's slots",

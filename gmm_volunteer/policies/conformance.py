@@ -48,14 +48,16 @@ class ConformanceError(AssertionError):
 
 
 def _configs(model: Path, kind: str, name: str, options: dict, steps: int):
-    """Small configs that exercise the duties: churn, impatient users, tight memory."""
+    """Small configs that exercise the duties: churn, impatient users, tight memory;
+    users that start empty (downloads) and users that start with data (docs/model.md D2)."""
     from gmm_volunteer.model.config import config_from_dict
 
     policy = {kind: name, f"{kind}_options": options}
-    for seed, users, user_cap, server in ((1, 25, 1.0, 2.0), (2, 12, 0.3, 0.5)):
+    for seed, users, user_cap, server, data in ((1, 25, 1.0, 2.0, "empty"), (2, 12, 0.3, 0.5, "filled")):
         yield config_from_dict({
             "steps": steps, "seed": seed, "model": str(model),
-            "users": {"count": users, "capacity": user_cap}, "server": {"capacity": server},
+            "users": {"count": users, "capacity": user_cap, "initial_data": data},
+            "server": {"capacity": server},
             "availability": {"online": {"dist": "exponential", "mean": 80.0},
                              "offline": {"dist": "exponential", "mean": 40.0}},
             "requests": {"think_time": {"dist": "exponential", "mean": 8.0},

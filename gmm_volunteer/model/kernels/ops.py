@@ -316,8 +316,12 @@ def batch_advance(S, P, b, t):
             S.ex_batch[i, p] = -1
             S.rq_ndone[i] += 1
             S.rq_acc[i] += P.sub_acc[j]
+            # the slot's requested subtask (D24); a request that ended earlier in this
+            # step (its batch is cancelled by the scheduler) no longer asks for one
+            k = S.rq_type[i]
+            if k >= 0:
+                S.sv_count[P.task_sub[k, p], j] += 1
             s = S.sl_next[s]
-        S.sv_count[j] += n
         S.nd_jcount[v, j] -= n
         count_event(S, t, v, EV_COMPLETE, n)
         batch_free(S, b)
