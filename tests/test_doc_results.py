@@ -20,6 +20,17 @@ DEFAULT_DIGEST = bundle_digest(load_bundle(PACKAGED / "default"))
 TABLE = "| users | completed |\n|---|---|\n| 100 | 12,022 |"
 
 
+def test_the_repository_docs_pass_the_check():
+    problems = resultdocs.check(REPO)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_shipped_docs_have_result_files():
+    # the check is not vacuous: the docs include result files, and the allow-list is used
+    assert len(resultdocs.result_files(REPO)) >= 10
+    assert resultdocs.load_allow_list(REPO)
+
+
 def _header(**over):
     h = dict(command="gmmv sweep configs/paper/grid_one_seed.yaml", gmmv_version="0.5.0",
              trajectory_version=TRAJECTORY_VERSION, bundles={"default": DEFAULT_DIGEST}, date="2026-12-02")
