@@ -4,6 +4,7 @@ check compares headers, never numbers, so it is cheap enough for every `make tes
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -200,3 +201,48 @@ def test_the_check_command_exits_1_naming_the_problem(tmp_path, capsys):
     assert "x.md: made by trajectory version 0.0.1" in capsys.readouterr().out
     _repo(tmp_path / "ok")
     assert main(["results", "check", "--root", str(tmp_path / "ok")]) == 0
+
+
+def _fake_sweep(tmp_path):
+    from gmm_volunteer.experiments.sweep import load_grid, run_sweep
+
+    from helpers import fake_simulate, write_tiny_grid
+
+    grid = load_grid(write_tiny_grid(tmp_path, grid={
+        "users.count": [100, 1000], "users.capacity": [1], "server.capacity": [10, 30],
+        "scheduler": ["centralized", "uniform"]}, seeds=1, steps=60))
+
+    def simulate(cfg, progress=False):  # a store names its bundle as the engine's do
+        rec = fake_simulate(cfg, progress)
+        return dataclasses.replace(rec, attrs={**rec.attrs, "model_bundle": str(cfg.model)})
+
+    run_sweep(grid, serial=True, run_fn=simulate, progress=False)
+    return grid.output
+
+
+def test_results_table_records_what_the_stores_recorded(tmp_path, monkeypatch, capsys):
+    import gmm_volunteer.trajectory
+
+    output = _fake_sweep(tmp_path)
+    out = tmp_path / "docs" / "results" / "findings.md"
+    argv = ["results", "table", str(output), "findings", "-o", str(out), "--made-by", "gmmv sweep grid.yaml"]
+    assert main(argv) == 0
+    r = resultfile.read(out)
+    assert r.header["command"].splitlines() == ["gmmv sweep grid.yaml",
+                                                f"gmmv results table {output} findings -o {out}"]
+    assert r.header["trajectory_version"] == TRAJECTORY_VERSION and not r.stale
+    assert r.header["bundles"] == {str(tmp_path / "bundle"): bundle_digest(load_bundle(tmp_path / "bundle"))}
+    assert r.table.splitlines()[0].startswith("| finding | paper (section 3.2) |")
+    assert "| central_user_capacity |" in r.table
+    # included in a doc, it passes the check: until the trajectory version is bumped
+    (tmp_path / "docs" / "validation.md").write_text(
+        "\n".join(resultdocs.include_block("docs/results/findings.md", r)) + "\n")
+    assert resultdocs.check(tmp_path) == []
+    monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", "9.9.9")
+    (problem,) = resultdocs.check(tmp_path)
+    assert "findings.md: made by trajectory version" in problem and "9.9.9" in problem
+    # a file that is not a result file is never replaced
+    other = tmp_path / "notes.md"
+    other.write_text("my notes\n")
+    assert main(["results", "table", str(output), "findings", "-o", str(other)]) == 2
+    assert other.read_text() == "my notes\n" and "not a result file" in capsys.readouterr().err

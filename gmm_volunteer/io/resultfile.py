@@ -128,7 +128,11 @@ def _cell(v) -> str:
 
 def markdown_table(df) -> str:
     """A pandas DataFrame as a markdown table, its index as the leading columns."""
-    flat = df.reset_index() if any(n is not None for n in df.index.names) else df
+    import pandas as pd
+
+    # the index carries the row labels (a finding's key, a grid point) unless it is 0..n-1
+    flat = df if isinstance(df.index, pd.RangeIndex) else df.rename_axis(
+        [n if n is not None else "" for n in df.index.names]).reset_index()
     cols = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
     rows = [[_cell(v) for v in row] for row in flat.itertuples(index=False)]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
