@@ -172,7 +172,7 @@ def sync(root: str | Path) -> list[str]:
     """Rewrite every included block from its result file (the marker's table, and the
     stale note when the file is stale); returns the docs changed."""
     root = Path(root)
-    changed, problems, cache = [], [], {}
+    new_texts, problems, cache = {}, [], {}
     for doc in _docs(root):
         if not (root / doc).is_file():
             continue
@@ -186,8 +186,9 @@ def sync(root: str | Path) -> list[str]:
             pos = end
         new = out + lines[pos:]
         if new != lines:
-            (root / doc).write_text("\n".join(new) + "\n", encoding="utf-8")
-            changed.append(doc)
-    if problems:
+            new_texts[doc] = "\n".join(new) + "\n"
+    if problems:  # before any doc is written: all or nothing
         raise resultfile.ResultFileError("\n".join(problems))
-    return changed
+    for doc, text in new_texts.items():
+        (root / doc).write_text(text, encoding="utf-8")
+    return list(new_texts)
