@@ -48,6 +48,7 @@ def _repo(tmp_path, header=None, doc_table=TABLE, stale_note=None, name="x.md", 
         lines += [stale_note, ""]
     (tmp_path / "docs" / "validation.md").write_text(
         "# Validation\n\n" + "\n".join(lines + [doc_table]) + "\n\nText.\n" + extra_doc)
+    (tmp_path / "docs" / "experiments.md").write_text("# Experiments\n")
     if allow is not None:
         (tmp_path / resultdocs.ALLOW_LIST).write_text(allow)
     return result
@@ -131,6 +132,13 @@ def test_an_allowed_table_passes_and_a_dead_entry_fails(tmp_path):
     _repo(tmp_path, allow=entry)
     (problem,) = resultdocs.check(tmp_path)
     assert resultdocs.ALLOW_LIST in problem and "| what | means |" in problem
+
+
+def test_a_missing_result_doc_fails(tmp_path):
+    _repo(tmp_path)
+    (tmp_path / "docs" / "experiments.md").unlink()
+    (problem,) = resultdocs.check(tmp_path)
+    assert problem.startswith("docs/experiments.md: not found")
 
 
 def test_tables_in_code_fences_are_not_tables(tmp_path):
@@ -237,6 +245,7 @@ def test_results_table_records_what_the_stores_recorded(tmp_path, monkeypatch, c
     # included in a doc, it passes the check: until the trajectory version is bumped
     (tmp_path / "docs" / "validation.md").write_text(
         "\n".join(resultdocs.include_block("docs/results/findings.md", r)) + "\n")
+    (tmp_path / "docs" / "experiments.md").write_text("# Experiments\n")
     assert resultdocs.check(tmp_path) == []
     monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", "9.9.9")
     (problem,) = resultdocs.check(tmp_path)
