@@ -23,6 +23,7 @@ from gmm_volunteer.io.results import (
 )
 from gmm_volunteer.io.runrecord import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCES
 from gmm_volunteer.experiments.summary import run_metrics, summarize
+from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
 from helpers import TYPE_NAMES, make_record
 
@@ -65,6 +66,7 @@ def test_round_trip_values_dims_and_attrs(tmp_path):
     assert ds.attrs["model_provisional"] == 1  # netCDF has no booleans (docs/formats.md)
     for key in ("config", "seed_entropy", "gmmv_version", "scheduler", "users"):
         assert key in ds.attrs
+    assert ds.attrs["trajectory_version"] == TRAJECTORY_VERSION
 
 
 def test_empty_record_round_trips(tmp_path):

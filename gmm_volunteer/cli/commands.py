@@ -31,7 +31,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by 
 
 # Modules that contribute subcommands when they are present.
 EXTENSIONS = ("gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments", "gmm_volunteer.fitting.cli",
-              "gmm_volunteer.optimisation.cli")
+              "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results")
 
 
 def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:

@@ -145,6 +145,7 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
         "model_bundle": first_attrs.get("model_bundle", ""),
         "model_sha256": first_attrs.get("model_sha256", ""),
         "gmmv_version": first_attrs.get("gmmv_version", ""),
+        "trajectory_version": first_attrs.get("trajectory_version", ""),
         "steps": first_attrs.get("steps", 0),
     }
     # A grid dimension is named after the config key it sets (sweep_dim_keys).

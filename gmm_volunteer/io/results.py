@@ -30,6 +30,7 @@ from gmm_volunteer.io import conventions
 from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
+from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
 
 COMPLETE_ATTR = "complete"
@@ -205,6 +206,8 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         coords[name] = (name, _strings(values) if isinstance(values[0], str) else np.asarray(values))
     attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
     attrs.setdefault("gmmv_version", __version__)
+    # what a committed result table made from this store claims (docs/results/README.md)
+    attrs.setdefault("trajectory_version", TRAJECTORY_VERSION)
     attrs["steps"] = steps
     attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
     ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)

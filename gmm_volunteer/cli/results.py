@@ -1,0 +1,128 @@
+"""`gmmv results`: the committed result tables of the docs (docs/results/README.md).
+
+    gmmv results table RESULTS NAME -o docs/results/FILE.md [--made-by CMD ...] [--sel DIM=VALUE ...]
+    gmmv results check [--root DIR]
+    gmmv results sync [--root DIR]
+
+`table` renders one of `gmmv report`'s tables from a sweep directory (or combined store)
+as a result file whose header records what the stores recorded: the version, the
+trajectory version, the bundle and its digest. `check` is the check `make test` runs;
+`sync` copies every result file's table into the docs that include it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+
+# The tables `gmmv report` shows, one definition each: name -> (what it is, its module
+# under gmm_volunteer.experiments, its function of the dataset, whether it needs the
+# runs' SLO minutes read from their stores).
+TABLES = {
+    "findings": ("the paper's section 3.2 findings", "findings", "paper_findings", False),
+    "overview": ("means over seeds per grid point", "report", "overview_table", False),
+    "paired": ("paired P99 differences against centralized", "report", "paired_table", False),
+    "autoscalers": ("the autoscaler comparison's means", "autoscale_report", "summary_table", True),
+    "autoscalers-paired": ("the autoscalers' paired differences", "autoscale_report", "paired_table", True),
+    "routing": ("the routing comparison per grid point", "routing_report", "comparison_table", False),
+    "estimators": ("the delay estimators' error", "routing_report", "estimator_table", False),
+}
+
+
+def render_table(name: str, ds, results):
+    """The DataFrame of table `name` for a combined dataset `ds` of sweep `results`."""
+    import importlib
+
+    _, module, func, slo_minutes = TABLES[name]
+    if slo_minutes:
+        from gmm_volunteer.experiments.autoscale_report import add_run_metrics
+
+        ds = add_run_metrics(ds, results)
+    return getattr(importlib.import_module(f"gmm_volunteer.experiments.{module}"), func)(ds)
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.experiments import _open_results, _select
+    from gmm_volunteer.io import resultfile
+
+    if args.name not in TABLES:
+        raise CommandError(f"no table {args.name!r}; tables: {', '.join(TABLES)}")
+    out = Path(args.output)
+    if out.exists():
+        try:
+            resultfile.read(out)
+        except resultfile.ResultFileError:
+            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    ds = _open_results(args.results)
+    if args.sel:
+        ds = _select(ds, args.sel, args.results)
+    df = render_table(args.name, ds, args.results)
+    if df is None:
+        raise CommandError(f"{args.results}: has no data for the table {args.name!r}")
+    this = ["gmmv", "results", "table", args.results, args.name, *(f"--sel={s}" for s in args.sel),
+            "-o", args.output]
+    attrs = ds.attrs
+    # The header describes the runs, as their stores recorded them, not this package.
+    bundles = {resultfile.bundle_name(str(attrs.get("model_bundle", ""))) or resultfile.UNKNOWN:
+               attrs.get("model_sha256") or resultfile.UNKNOWN}
+    path = resultfile.write(
+        out, resultfile.markdown_table(df), command="\n".join([*args.made_by, shlex.join(this)]),
+        bundles=bundles, gmmv_version=str(attrs.get("gmmv_version") or resultfile.UNKNOWN),
+        trajectory_version=str(attrs.get("trajectory_version") or resultfile.UNKNOWN),
+        title=args.title, note=args.note)
+    print(f"wrote {path}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from gmm_volunteer.io import resultdocs
+
+    problems = resultdocs.check(Path(args.root))
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"{len(resultdocs.result_files(Path(args.root)))} result files: current or marked stale, "
+              "and the docs show them as they are")
+    return 1 if problems else 0
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.io import resultdocs, resultfile
+
+    try:
+        changed = resultdocs.sync(Path(args.root))
+    except resultfile.ResultFileError as exc:
+        raise CommandError(str(exc)) from None
+    print("updated " + ", ".join(changed) if changed else "the docs already show every result file as it is")
+    return 0
+
+
+def add_subcommands(subparsers) -> None:
+    p = subparsers.add_parser(
+        "results", help="the docs' committed result tables: render, check, sync",
+        description="Committed result tables of the docs (docs/results/README.md).")
+    sub = p.add_subparsers(dest="results_command", metavar="ACTION", required=True)
+    t = sub.add_parser("table", help="render a report table of a sweep as a result file",
+                       description="Render one of `gmmv report`'s tables as a committed result file, "
+                                   "its header taken from what the run stores recorded. Tables: "
+                                   + "; ".join(f"{k}: {v[0]}" for k, v in TABLES.items()))
+    t.add_argument("results", metavar="RESULTS", help="sweep output directory or combined store")
+    t.add_argument("name", metavar="NAME", help="which table: " + ", ".join(TABLES))
+    t.add_argument("-o", "--output", required=True, metavar="FILE", help="the result file, e.g. docs/results/NAME.md")
+    t.add_argument("--made-by", action="append", default=[], metavar="CMD",
+                   help="a command that made RESULTS, recorded before this one (repeatable), e.g. "
+                        "'gmmv sweep configs/paper/grid_one_seed.yaml'")
+    t.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE", help="select one value of a dimension")
+    t.add_argument("--title", help="a title for the header")
+    t.add_argument("--note", help="a note for the header (what was run, caveats)")
+    t.set_defaults(func=_cmd_table)
+    for name, func, what in (("check", _cmd_check, "check the result files and the docs that include them "
+                                                    "(exit 1 naming each problem)"),
+                             ("sync", _cmd_sync, "copy every result file's table (and stale note) into the docs")):
+        c = sub.add_parser(name, help=what, description=what)
+        c.add_argument("--root", default=".", help="the repository root (default: the current directory)")
+        c.set_defaults(func=func)

@@ -1,0 +1,205 @@
+"""Committed result files: one table of measured results with what made it
+(docs/results/README.md).
+
+A result file is markdown: a YAML header between two ``---`` lines, then one table.
+The header says how to make the table again and which model it describes:
+
+    command             the shell command(s), from the repository root, that made it
+    gmmv_version        the package version that ran them
+    trajectory_version  `gmm_volunteer.trajectory.TRAJECTORY_VERSION` of that package
+    bundles             {bundle name: sha256 of its content (`bundle_digest`) or "unknown"}
+    date                when it was made (YYYY-MM-DD)
+    stale               (optional) why the table no longer describes the current model
+
+`header_problems` is the cheap check `make test` runs: it compares headers, never
+numbers. A result that is not marked stale must have been made by the current trajectory
+version on bundles whose digest is still the digest of the bundle it names.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REQUIRED = ("command", "gmmv_version", "trajectory_version", "bundles", "date")
+OPTIONAL = ("title", "stale", "note")
+UNKNOWN = "unknown"
+FENCE = "---"
+
+
+class ResultFileError(ValueError):
+    """A result file that cannot be read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Result:
+    path: Path
+    header: dict
+    table: str  # the markdown table, its lines joined by "\n", no trailing newline
+
+    @property
+    def stale(self) -> str | None:
+        return self.header.get("stale") or None
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+# Commands and notes of several lines read as they are typed (a YAML block scalar).
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def render(header: dict, table: str) -> str:
+    """The text of a result file (the inverse of `parse`)."""
+    head = {k: header[k] for k in ("title", *REQUIRED, "stale", "note") if header.get(k) is not None}
+    text = yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return f"{FENCE}\n{text}{FENCE}\n\n{table.strip()}\n"
+
+
+def parse(text: str, source: str | Path = "<result>") -> Result:
+    lines = text.splitlines()
+    try:
+        end = lines.index(FENCE, 1) if lines and lines[0] == FENCE else -1
+    except ValueError:
+        end = -1
+    if end < 0:
+        raise ResultFileError(f"{source}: no header (a YAML block between two '---' lines at the top)")
+    try:
+        header = yaml.safe_load("\n".join(lines[1:end])) or {}
+    except yaml.YAMLError as exc:
+        raise ResultFileError(f"{source}: header is not YAML: {exc}") from None
+    if not isinstance(header, dict):
+        raise ResultFileError(f"{source}: header is not a mapping")
+    missing = [k for k in REQUIRED if k not in header]
+    unknown = sorted(set(header) - set(REQUIRED) - set(OPTIONAL))
+    if missing or unknown:
+        raise ResultFileError(f"{source}: header " + "; ".join(
+            ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"has unknown keys {', '.join(unknown)}"] if unknown else [])))
+    if not isinstance(header["bundles"], dict):
+        raise ResultFileError(f"{source}: bundles must map bundle names to sha256 digests (or 'unknown')")
+    if "stale" in header and not (isinstance(header["stale"], str) and header["stale"].strip()):
+        raise ResultFileError(f"{source}: stale must say why (a non-empty text)")
+    for key in ("command", "gmmv_version", "trajectory_version", "date"):
+        header[key] = str(header[key])  # YAML reads 2026-12-02 as a date and 1.0 as a number
+    body = [ln for ln in lines[end + 1:] if ln.strip()]
+    if not body or not all(ln.lstrip().startswith("|") for ln in body):
+        raise ResultFileError(f"{source}: after the header, one markdown table and nothing else")
+    return Result(Path(source), header, "\n".join(body))
+
+
+def read(path: str | Path) -> Result:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultFileError(f"{path}: cannot read: {exc}") from None
+    return parse(text, path)
+
+
+def write(path: str | Path, table: str, *, command: str, bundles: dict[str, str], gmmv_version: str,
+          trajectory_version: str, title: str | None = None, stale: str | None = None,
+          note: str | None = None, date: str | None = None) -> Path:
+    """Write a result file (replacing one that is there). The values describe the run
+    that made the table: pass what its store recorded, not the current package's."""
+    header = {"title": title, "command": command, "gmmv_version": gmmv_version,
+              "trajectory_version": trajectory_version, "bundles": dict(bundles),
+              "date": date or datetime.date.today().isoformat(), "stale": stale, "note": note}
+    text = render(header, table)
+    parse(text, path)  # what we write must read back
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        v = f"{v:,.2f}"  # as `gmmv report` shows numbers
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df) -> str:
+    """A pandas DataFrame as a markdown table, its index as the leading columns."""
+    import pandas as pd
+
+    # the index carries the row labels (a finding's key, a grid point) unless it is 0..n-1
+    flat = df if isinstance(df.index, pd.RangeIndex) else df.rename_axis(
+        [n if n is not None else "" for n in df.index.names]).reset_index()
+    cols = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
+    rows = [[_cell(v) for v in row] for row in flat.itertuples(index=False)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def bundle_name(model_path: str) -> str:
+    """The name a result gives the bundle a store recorded (`model_bundle`): a shipped
+    bundle by its name, any other by its path."""
+    from gmm_volunteer.io.bundle import PACKAGED
+
+    p = Path(model_path)
+    try:
+        if p.resolve().parent == PACKAGED.resolve():
+            return p.resolve().name
+    except OSError:
+        pass
+    return str(model_path)
+
+
+def current_digest(name: str, root: Path) -> str | None:
+    """The digest `name` has now, computed as stores compute it (`bundle_digest`): a
+    shipped bundle's name, a `module:function` returning bundle data (the synthetic
+    bundles of the tests), or a bundle directory relative to the repository root.
+    None when `name` is none of these."""
+    from gmm_volunteer.io.bundle import bundle_digest, load_bundle, packaged_bundle, validate_bundle
+
+    if (shipped := packaged_bundle(name)) is not None:
+        return bundle_digest(load_bundle(shipped))
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            make = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None
+        data = make()
+        return bundle_digest(data if not isinstance(data, dict) else validate_bundle(data, name))
+    if (root / name / "bundle.yaml").is_file():
+        return bundle_digest(load_bundle(root / name))
+    return None
+
+
+def header_problems(result: Result, root: Path, digests: dict | None = None) -> list[str]:
+    """Why `result` does not describe the current model though it claims to (it is not
+    marked stale): another trajectory version, or a bundle whose digest is unknown or
+    not the digest of the bundle it names. Each problem names the file."""
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+
+    if result.stale:
+        return []
+    where = result.path
+    fix = "rerun its command, or mark it stale (docs/results/README.md)"
+    problems = []
+    if result.header["trajectory_version"] != TRAJECTORY_VERSION:
+        problems.append(f"{where}: made by trajectory version {result.header['trajectory_version']}, "
+                        f"the package's is {TRAJECTORY_VERSION}: {fix}")
+    digests = {} if digests is None else digests
+    for name, digest in result.header["bundles"].items():
+        if name not in digests:
+            digests[name] = current_digest(str(name), root)
+        now = digests[name]
+        if now is None:
+            problems.append(f"{where}: bundle {name!r} is neither shipped, nor a module:function, "
+                            f"nor a bundle directory under {root}")
+        elif str(digest) == UNKNOWN:
+            problems.append(f"{where}: the digest of bundle {name!r} it was made with is unknown: {fix}")
+        elif str(digest) != now:
+            problems.append(f"{where}: made with bundle {name!r} of digest {str(digest)[:12]}..., "
+                            f"whose digest is now {now[:12]}...: {fix}")
+    return problems
