@@ -14,4 +14,4 @@ Bump it in the same commit as the change that alters trajectories, set to the ne
 package version (pyproject.toml and `gmm_volunteer.__version__`).
 """
 
-TRAJECTORY_VERSION = "0.5.0"
+TRAJECTORY_VERSION = "0.6.0"
