@@ -78,7 +78,7 @@ def test_report_is_self_contained_html(sweep, tmp_path):
     text = out.read_text(encoding="utf-8")
     parser = _Collect()
     parser.feed(text)
-    assert parser.tags.count("img") == 4
+    assert parser.tags.count("img") == 5  # figures 2-5 and the findings' regime map
     for src in parser.srcs:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG_MAGIC)
@@ -179,7 +179,8 @@ def test_report_images_are_described_by_their_captions(sweep):
     _, ds = sweep
     page = render_html(ds)
     alts = re.findall(r'<img alt="([^"]*)"', page)
-    assert len(alts) == 4 and all(a.startswith("Figure ") for a in alts), alts
+    assert len(alts) == 5 and all(a.startswith("Figure ") for a in alts[:4]), alts
+    assert alts[4].startswith("Regime map: ")
 
 
 def test_fig4_band_does_not_go_below_zero(sweep):
@@ -192,3 +193,38 @@ def test_fig4_band_does_not_go_below_zero(sweep):
         for coll in ax.collections:
             for path in coll.get_paths():
                 assert path.vertices[:, 1].min() >= 0.0
+
+
+def test_regime_map_restates_findings_cell_by_cell(tmp_path_factory):
+    """Offered load from the store's own counts and the bundle's work at batch size 1, and
+    the local rules on the same quantities as the findings table (issue 21 item 4)."""
+    import numpy as np
+
+    from gmm_volunteer.experiments import regime
+    from gmm_volunteer.experiments.analysis import latency_quantile, request_counts, server_consumption
+    from gmm_volunteer.io.bundle import load_bundle
+
+    tmp = tmp_path_factory.mktemp("regime")
+    grid = load_grid(write_tiny_grid(tmp, grid={
+        "users.count": [40, 120], "users.capacity": [1, 2], "server.capacity": [0.2, 2],
+        "scheduler": ["centralized", "uniform"]}, seeds=1, steps=400))
+    run_sweep(grid, serial=True, progress=False)
+    ds = open_combined(grid.output)
+    bundle = load_bundle(ds.attrs["model_bundle"])
+    rho = regime.offered_load(ds, bundle)
+    # by hand for one cell
+    cell = dict(users=120, user_capacity=1, server_capacity=0.2, scheduler="centralized")
+    counts = request_counts(ds, by_type=True).sum("outcome").sel(**cell).squeeze()
+    work = regime.request_work(bundle)
+    cores = float(server_consumption(ds)["allocation_mean"].sel(resource="cpu", **cell).squeeze()) / 100
+    want = float((counts.values * work).sum()) / ds.attrs["steps"] / cores
+    assert float(rho.sel(**cell).squeeze()) == pytest.approx(want, rel=1e-12)
+    assert float(rho.sel(**cell).squeeze()) > float(rho.sel(**{**cell, "server_capacity": 2}).squeeze())
+    v = regime.cell_verdicts(ds, bundle)
+    assert set(v["finding"]) == set(regime.LOCAL)
+    p99 = latency_quantile(ds, 0.99, all_types=True).squeeze()
+    for _, row in v[v["finding"] == "uniform_p99_large"].iterrows():
+        at = dict(users=row["users"], user_capacity=row["user_capacity"], server_capacity=row["server_capacity"])
+        assert bool(row["holds"]) == bool(p99.sel(scheduler="uniform", **at) < p99.sel(scheduler="centralized", **at))
+    assert figures.png_bytes(regime.regime_figure(v)).startswith(PNG_MAGIC)
+    assert np.isfinite(v["rho"]).all()

@@ -212,6 +212,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if not head.lstrip().lower().startswith(b"<!doctype html>"):
             raise CommandError(f"-o {args.output}: exists and is not an HTML report; "
                                "refusing to replace it")
+    if args.regime_png:
+        png = Path(args.regime_png)
+        if png.is_dir() or not png.parent.is_dir() or png.suffix.lower() != ".png":
+            raise CommandError(f"--regime-png {args.regime_png}: give a .png file in an existing folder")
     from gmm_volunteer.cli import feedback
 
     feedback.info(f"report: reading {args.results}")
@@ -231,6 +235,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     feedback.info(f"report: drawing figures and tables into {out}")
     out = write_report(ds, out, title=args.title)
     print(f"wrote {out}")
+    if args.regime_png:
+        from gmm_volunteer.experiments import figures, regime
+
+        png = Path(args.regime_png)
+        png.write_bytes(figures.png_bytes(regime.regime_figure(regime.cell_verdicts(ds), args.title)))
+        print(f"wrote {png}")
     return 0
 
 
@@ -328,6 +338,8 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE",
                    help="keep one value of a grid dimension the figures have no axis for "
                         "(e.g. --sel model=/path/to/bundle); repeatable")
+    p.add_argument("--regime-png", metavar="PNG", default=None,
+                   help="also write the findings' regime map (a paper grid) as a PNG file")
     _add_output_flags(p)
     p.set_defaults(func=_cmd_report)
 

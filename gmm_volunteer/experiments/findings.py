@@ -33,7 +33,7 @@ class Finding:
     check: Callable[[dict], tuple[bool | None, str]]  # quantities -> (holds, our value)
 
 
-def _quantities(ds: xr.Dataset) -> dict:
+def grid_quantities(ds: xr.Dataset) -> dict:
     """Means over seeds of the quantities the findings read."""
     counts = analysis.request_counts(ds)
     sc = analysis.server_consumption(ds)
@@ -238,7 +238,7 @@ def paper_findings(ds: xr.Dataset) -> pd.DataFrame:
     missing = [d for d in GRID_DIMS if d not in ds.dims]
     if missing:
         raise ValueError(f"the dataset lacks the grid dimensions {missing} (a sweep of configs/paper/grid*.yaml)")
-    q = _quantities(ds)
+    q = grid_quantities(ds)
     rows = []
     for f in FINDINGS:
         try:

@@ -152,8 +152,28 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
         parts.append("<p>Each rule was fixed before the numbers were seen; 'does not hold' is a "
                      "result, discussed in docs/validation.md, not a defect to tune away.</p>")
         parts.append(findings.paper_findings(ds).to_html(border=0, escape=True))
+        parts += _regime_section(ds)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _regime_section(ds: xr.Dataset) -> list[str]:
+    """The regime map of the findings (experiments/regime.py), when the bundle the runs
+    used can be read (it gives the work per request)."""
+    from gmm_volunteer.experiments import regime
+    from gmm_volunteer.io.bundle import BundleError
+
+    caption = "Where each finding holds: cell by cell, against offered work / server capacity"
+    try:
+        verdicts = regime.cell_verdicts(ds)
+    except (BundleError, KeyError, OSError, ValueError) as err:
+        return [f"<h2>{html.escape(caption)}</h2>",
+                f"<p>Not drawn: the runs' model bundle cannot be read ({html.escape(str(err))}).</p>"]
+    return [f"<h2>{html.escape(caption)}</h2>",
+            "<p>The local form of each rule above, on one cell (same thresholds); filled = holds. "
+            "Offered work = requests per second x CPU-seconds per request at batch size 1, over the "
+            "server's mean CPU allocation (docs/validation.md section 4).</p>",
+            _img(regime.regime_figure(verdicts), "Regime map: " + caption)]
 
 
 def write_report(ds: xr.Dataset, path, title: str = "gmm-volunteer sweep report") -> Path:
