@@ -211,12 +211,17 @@ def test_tiny_subtasks_and_downloads(tmp_path):
     from gmm_volunteer.fitting.collect.downloads import collect_downloads
     from gmm_volunteer.fitting.collect.subtasks import CONS_COLUMNS, collect_subtasks
 
+    # the quiet gate is opened wide: tests run beside other work, and this checks the files
     out = collect_subtasks(tmp_path / "sub", types=["ppocr_cls"], batch_sizes=[1, 2], bandwidths=[50.0],
-                           repetitions=1, quiet=True)
+                           repetitions=1, quiet=True, quiet_threshold=1e3)
     header, runs = _read_csv_gz(out / "runs.csv.gz")
     assert header[:7] == ["run_id", "subtask_type", "batch_size", "bandwidth_mbps",
                           "download_s", "execution_s", "upload_s"]
     assert len(runs) == 2 and all(r[1] == "ppocr_cls" for r in runs)
+    assert header[-2:] == ["other_load_cores", "attempts"] and all(r[-1] == "1" for r in runs)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["session"]["intra_op_num_threads"] == 2 and meta["session"]["inter_op_num_threads"] == 1
+    assert meta["quiet_gate"]["threshold_cores"] == 1e3 and meta["quiet_gate"]["repeats"] == 0
     header, cons = _read_csv_gz(out / "consumption.csv.gz")
     assert header == CONS_COLUMNS
     assert {r[1] for r in cons} == {"download", "execution", "upload"}

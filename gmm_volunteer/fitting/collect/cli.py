@@ -59,8 +59,19 @@ def _add_output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _run_subtasks(args: argparse.Namespace) -> int:
+    from .quiet import NotQuietError
     from .subtasks import collect_subtasks
 
+    try:
+        _collect_subtasks(collect_subtasks, args)
+    except NotQuietError as err:
+        # nothing is written: a partial trace measured on a busy machine is not wanted
+        print(f"gmmv collect subtasks: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _collect_subtasks(collect_subtasks, args: argparse.Namespace) -> None:
     collect_subtasks(
         args.out,
         types=args.types,
@@ -73,8 +84,10 @@ def _run_subtasks(args: argparse.Namespace) -> int:
         seed=args.seed,
         command=_command_line(),
         quiet=args.quiet,
+        quiet_threshold=args.quiet_threshold,
+        quiet_attempts=args.quiet_attempts,
+        quiet_wait=args.quiet_wait,
     )
-    return 0
 
 
 def _run_downloads(args: argparse.Namespace) -> int:
@@ -129,7 +142,14 @@ def add_collect_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--repetitions", type=int, default=2)
     s.add_argument("--model-dir", default=None, help="where built random-weight models are cached")
     s.add_argument("--sample-hz", type=float, default=10.0)
-    s.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = runtime default)")
+    s.add_argument("--threads", type=int, default=None,
+                   help="onnxruntime intra-op threads (default 2, a volunteer's 200 %% CPU; 0 = runtime default)")
+    s.add_argument("--quiet-threshold", type=float, default=None,
+                   help="largest CPU (cores) the rest of the machine may use during a kept run (default 0.2)")
+    s.add_argument("--quiet-attempts", type=int, default=None,
+                   help="tries per run before giving up on a busy machine (default 6)")
+    s.add_argument("--quiet-wait", type=float, default=None,
+                   help="seconds to wait for quiet per run before giving up (default 1800)")
     s.add_argument("--seed", type=int, default=0)
     _add_output_flags(s)
     s.set_defaults(func=_run_subtasks)

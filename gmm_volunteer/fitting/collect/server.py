@@ -199,5 +199,12 @@ class LocalServer:
             self._proc.join(timeout=10)
 
     @property
+    def pid(self) -> int:
+        """Process id of the server (this process when it runs in-process)."""
+        import os
+
+        return os.getpid() if self.in_process else int(self._proc.pid)
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"

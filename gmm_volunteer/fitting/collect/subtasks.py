@@ -30,7 +30,8 @@ import numpy as np
 N_INPUTS = 50  # distinct inputs generated per subtask type (the largest batch)
 
 RUN_COLUMNS = ["run_id", "subtask_type", "batch_size", "bandwidth_mbps",
-               "download_s", "execution_s", "upload_s", "execution_peak_memory_mb"]
+               "download_s", "execution_s", "upload_s", "execution_peak_memory_mb",
+               "other_load_cores", "attempts"]
 CONS_COLUMNS = ["run_id", "phase", "t", "cpu_pct", "memory_mb", "band_in_mbps", "band_out_mbps"]
 
 
@@ -63,9 +64,14 @@ def _trim() -> None:
 
 
 def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, float]],
-            sample_hz: float, threads: int) -> dict:
-    """Runs in a fresh process: all runs of one subtask type. plan = [(run_id, batch, mbps)]."""
+            sample_hz: float, threads: int, gate_cfg: dict) -> dict:
+    """Runs in a fresh process: all runs of one subtask type. plan = [(run_id, batch, mbps)].
+
+    Every run passes the quiet gate (`quiet.py`): a run during which the rest of the
+    machine used more than the threshold is thrown away and repeated once it is quiet.
+    """
     from . import models
+    from .quiet import QuietGate
     from .sampling import Sampler, http_get, http_post, pack_results, per_second, unpack_batch
 
     sampler = Sampler(sample_hz).start()
@@ -77,33 +83,67 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
     models.run_batch(name, session, warm)
     _trim()
     loaded = sampler._proc.rss_mb()
+    gate = QuietGate(pids=[os.getpid(), *gate_cfg["pids"]], threshold_cores=gate_cfg["threshold_cores"],
+                     max_attempts=gate_cfg["max_attempts"], max_wait_s=gate_cfg["max_wait_s"])
     runs, cons, out_sizes = [], [], []
     for run_id, batch, mbps in plan:
-        t0 = sampler.mark()
-        payload = http_get(f"{url}/batch/{name}?n={batch}&rate={mbps:g}", sampler)
-        t1 = sampler.mark()
-        blobs = unpack_batch(payload)
-        results = models.run_batch(name, session, blobs)
-        t2 = sampler.mark()
-        http_post(f"{url}/upload?rate={mbps:g}", pack_results(results), sampler)
-        t3 = sampler.mark()
+        def one_run():
+            t0 = sampler.mark()
+            payload = http_get(f"{url}/batch/{name}?n={batch}&rate={mbps:g}", sampler)
+            t1 = sampler.mark()
+            blobs = unpack_batch(payload)
+            results = models.run_batch(name, session, blobs)
+            t2 = sampler.mark()
+            http_post(f"{url}/upload?rate={mbps:g}", pack_results(results), sampler)
+            t3 = sampler.mark()
+            return t0, t1, t2, t3, results
+
+        def attempt():
+            try:
+                return one_run()
+            finally:
+                _trim()  # a rejected try must not leave its heap behind for the next
+
+        (t0, t1, t2, t3, results), other, tries = gate.measure(
+            attempt, f"{name} run {run_id} (batch {batch}, {mbps:g} Mbit/s)")
         time.sleep(0.05)
         sampler.mark()
         a = sampler.array()
         out_sizes.extend(len(r) for r in results)
         runs.append({"run_id": run_id, "subtask_type": name, "batch_size": batch, "bandwidth_mbps": mbps,
                      "download_s": t1 - t0, "execution_s": t2 - t1, "upload_s": t3 - t2,
-                     "execution_peak_memory_mb": sampler.peak_rss(t1, t2)})
+                     "execution_peak_memory_mb": sampler.peak_rss(t1, t2),
+                     "other_load_cores": other, "attempts": tries})
         for phase, lo, hi in (("download", t0, t1), ("execution", t1, t2), ("upload", t2, t3)):
             for row in per_second(a, lo, hi):
                 cons.append({"run_id": run_id, "phase": phase, "t": row["t"], "cpu_pct": row["cpu_pct"],
                              "memory_mb": row["memory_mb"], "band_in_mbps": row["band_in_mbps"],
                              "band_out_mbps": row["band_out_mbps"]})
-        sampler.clear_before(t3 - 1.0)
+        sampler.clear_before(time.monotonic() - 1.0)
         _trim()
     sampler.stop()
     return {"runs": runs, "consumption": cons, "baseline_rss_mb": baseline, "loaded_rss_mb": loaded,
-            "output_size_mb": float(np.mean(out_sizes)) / 1e6 if out_sizes else 0.0}
+            "output_size_mb": float(np.mean(out_sizes)) / 1e6 if out_sizes else 0.0,
+            "gate": {"repeats": gate.repeats, "waited_s": gate.waited_s, "rejected": gate.rejected}}
+
+
+def _gate_summary(cfg: dict, stats: dict, runs: list[dict]) -> dict:
+    """meta.json's record of the quiet gate: its bounds, the other load of the kept runs
+    (distribution, cores), and how many tries were thrown away for load."""
+    from .quiet import MIN_WINDOW_S
+
+    kept = np.array([r["other_load_cores"] for r in runs], float)
+    q = (lambda p: round(float(np.quantile(kept, p)), 4)) if kept.size else (lambda p: None)
+    return {
+        "threshold_cores": cfg["threshold_cores"], "max_attempts": cfg["max_attempts"],
+        "max_wait_s": cfg["max_wait_s"], "min_window_s": MIN_WINDOW_S,
+        "other_load_cores_kept": {"min": q(0.0), "median": q(0.5), "p90": q(0.9), "p99": q(0.99),
+                                  "max": q(1.0), "mean": round(float(kept.mean()), 4) if kept.size else None},
+        "repeats": int(stats["repeats"]),
+        "runs_repeated": int(sum(1 for r in runs if r["attempts"] > 1)),
+        "rejected_other_load_cores": [round(float(x), 3) for x in stats["rejected"]],
+        "waited_s": round(float(stats["waited_s"]), 1),
+    }
 
 
 def _fmt(v) -> str:
@@ -121,11 +161,23 @@ def write_csv_gz(path: Path, columns: list[str], rows: list[dict]) -> None:
 
 
 def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), bandwidths=(5.0, 20.0, 100.0),
-                     repetitions=2, model_dir=None, sample_hz=10.0, threads=0, seed=0, command=None,
-                     quiet=False) -> Path:
-    from . import models
+                     repetitions=2, model_dir=None, sample_hz=10.0, threads=None, seed=0, command=None,
+                     quiet=False, quiet_threshold=None, quiet_attempts=None, quiet_wait=None) -> Path:
+    """Measure every (type, repetition, bandwidth, batch size) run; write the trace files.
+
+    `threads`: ONNX Runtime intra-op threads (None: `models.INTRA_OP_THREADS`, 0: runtime
+    default). `quiet_*`: the quiet gate's bounds (`quiet.py`; None: its defaults).
+    """
+    from . import models, quiet as qg
     from .procstat import cpu_model, meminfo_mb, n_cores
     from .server import LocalServer
+
+    threads = models.INTRA_OP_THREADS if threads is None else int(threads)
+    gate_cfg = {"threshold_cores": qg.DEFAULT_THRESHOLD_CORES if quiet_threshold is None else float(quiet_threshold),
+                "max_attempts": qg.DEFAULT_MAX_ATTEMPTS if quiet_attempts is None else int(quiet_attempts),
+                "max_wait_s": qg.DEFAULT_MAX_WAIT_S if quiet_wait is None else float(quiet_wait)}
+    qg.QuietGate(**gate_cfg)  # bad bounds fail here, before any model is built
+    gate_stats = {"repeats": 0, "waited_s": 0.0, "rejected": []}
 
     types = list(types or models.ALL_TYPES)
     unknown = [t for t in types if t not in models.SPECS]
@@ -153,8 +205,11 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
                     print(f"subtasks: {name}: {len(plan)} runs", file=sys.stderr, flush=True)
                 t_type = time.monotonic()
                 with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-                    res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads).result()
+                    res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads,
+                                    {**gate_cfg, "pids": [os.getpid(), srv.pid]}).result()
                 runs_all += res["runs"]
+                for k in gate_stats:
+                    gate_stats[k] += res["gate"][k]
                 cons_all += res["consumption"]
                 spec = models.SPECS[name]
                 catalog.append({
@@ -183,6 +238,8 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
         "types": types, "batch_sizes": list(batch_sizes), "bandwidths_mbps": list(bandwidths),
         "repetitions": repetitions, "sample_hz": sample_hz,
         "onnxruntime": onnxruntime.__version__, "intra_op_threads": threads or "runtime default",
+        "session": {**models.SESSION_SETTINGS, "intra_op_num_threads": threads or "runtime default"},
+        "quiet_gate": _gate_summary(gate_cfg, gate_stats, runs_all),
         "cpu_model": cpu_model(), "cores": n_cores(), "ram_mb": round(meminfo_mb().get("MemTotal", 0), 1),
         "os": platform.platform(), "python": platform.python_version(),
         "n_runs": len(runs_all), "n_consumption_rows": len(cons_all),
