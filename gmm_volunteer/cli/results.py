@@ -24,6 +24,8 @@ TABLES = {
     "findings": ("the paper's section 3.2 findings", "findings", "paper_findings", False),
     "overview": ("means over seeds per grid point", "report", "overview_table", False),
     "paired": ("paired P99 differences against centralized", "report", "paired_table", False),
+    "latency-by-type": ("mean and P99 latency per request type per grid point", "report",
+                        "latency_by_type_table", False),
     "autoscalers": ("the autoscaler comparison's means", "autoscale_report", "summary_table", True),
     "autoscalers-paired": ("the autoscalers' paired differences", "autoscale_report", "paired_table", True),
     "routing": ("the routing comparison per grid point", "routing_report", "comparison_table", False),

@@ -58,6 +58,23 @@ def overview_table(ds: xr.Dataset) -> pd.DataFrame:
     return df
 
 
+def latency_by_type_table(ds: xr.Dataset) -> pd.DataFrame:
+    """One row per grid point: mean and P99 latency of completed requests per request type
+    (means over seeds), with the server's CPU use."""
+    mean = ds["latency_mean"]
+    p99 = analysis.latency_quantile(ds, 0.99)
+    cols = {}
+    for t in mean["request_type"].values:
+        cols[f"{t} mean (s)"] = mean.sel(request_type=t, drop=True)
+        cols[f"{t} P99 (s)"] = p99.sel(request_type=t, drop=True)
+    cols["P99 all types (s)"] = analysis.latency_quantile(ds, 0.99, all_types=True)
+    cols["completed"] = analysis.request_counts(ds).sel(outcome="completed", drop=True)
+    cols["server CPU (%)"] = analysis.server_consumption(ds)["mean"].sel(resource="cpu", drop=True)
+    out = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
+                      for k, v in cols.items()}).compute()
+    return out.to_dataframe()[list(cols)]
+
+
 def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralized",
                  confidence: float = 0.95) -> pd.DataFrame | None:
     """Each scheduler minus `reference` on the same seeds, with bootstrap intervals."""
