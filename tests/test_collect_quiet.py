@@ -150,3 +150,19 @@ def test_a_single_quiet_second_inside_a_burst_is_not_enough():
     with pytest.raises(NotQuietError, match="stayed busy for 20 s"):
         gate.measure(run, "x")
     assert gate.repeats == 1  # no retry happened in the 1 s gaps
+
+
+def test_a_stopped_collection_resumes_with_the_same_plan_only(tmp_path):
+    """collect_subtasks keeps each finished type in out/.partial/; a rerun with the same
+    plan takes the finished prefix, another plan starts afresh."""
+    import json
+
+    from gmm_volunteer.fitting.collect.subtasks import _load_partial
+
+    key = {"types": ["a", "b", "c"], "batch_sizes": [1, 2], "gate": {"threshold_cores": 0.4}}
+    (tmp_path / "plan.json").write_text(json.dumps(key))
+    (tmp_path / "a.json").write_text(json.dumps({"runs": [1]}))
+    (tmp_path / "c.json").write_text(json.dumps({"runs": [3]}))  # b missing: c is not trusted
+    assert _load_partial(tmp_path, key) == {"a": {"runs": [1]}}
+    assert _load_partial(tmp_path, {**key, "batch_sizes": [1, 2, 4]}) == {}
+    assert _load_partial(tmp_path / "none", key) == {}
