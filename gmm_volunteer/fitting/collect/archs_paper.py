@@ -16,13 +16,17 @@ inference (time, CPU, memory, file size), not accuracy.
   deeplabv3_r101        DeepLabV3 with a dilated ResNet-101 (output stride 8) and ASPP
                         (Chen et al. 2017), 21 classes, 520x520
 
-Parameter counts are checked against the published ones in `PUBLISHED_PARAMS`
-(tests and the trace README).
+Parameter counts are checked against the reference ones in `PUBLISHED_PARAMS_M`
+(tests/test_collect_archs.py and the trace README).
 """
 
 from __future__ import annotations
 
-PUBLISHED_PARAMS_M = {  # millions, as published / as in the reference implementations
+# millions, as in the reference implementations of the same configurations (torchvision;
+# DeepLabV3 without its auxiliary training head; ResNeXt-101 32x32d as the WSL-Images hub
+# model defines it, torchvision's ResNet with groups=32, width_per_group=32: 468.53 M,
+# where the WSL-Images README table says 466 M)
+PUBLISHED_PARAMS_M = {
     "vit_b16": 86.57, "vit_l16": 304.33, "convnext_b": 88.59, "convnext_l": 197.77,
     "swin_b": 87.77, "resnet101": 44.55, "resnet152": 60.19, "deeplabv3_r101": 58.63,
     "resnext101_32x32d": 468.53,
