@@ -147,7 +147,7 @@ def add_collect_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--quiet-threshold", type=float, default=None,
                    help="largest CPU (cores) the rest of the machine may use during a kept run (default 0.2)")
     s.add_argument("--quiet-attempts", type=int, default=None,
-                   help="tries per run before giving up on a busy machine (default 6)")
+                   help="tries per run before giving up on a busy machine (default 20)")
     s.add_argument("--quiet-wait", type=float, default=None,
                    help="seconds to wait for quiet per run before giving up (default 1800)")
     s.add_argument("--seed", type=int, default=0)

@@ -56,7 +56,24 @@ SPECS: dict[str, SubtaskSpec] = {
                     "random", "resnet50.onnx"),
     ]
 }
-ALL_TYPES = list(SPECS)
+ALL_TYPES = list(SPECS)  # the default catalogue
+
+# The paper-scale catalogue (paper 3.1): the five above and heavier architectures
+# (`archs_paper.py`), all random weights.
+_PAPER = {
+    "vit_b16": "Vision Transformer B/16 classifier, 224x224 image, 1000 classes",
+    "vit_l16": "Vision Transformer L/16 classifier, 224x224 image, 1000 classes",
+    "convnext_b": "ConvNeXt-B classifier, 224x224 image, 1000 classes",
+    "convnext_l": "ConvNeXt-L classifier, 224x224 image, 1000 classes",
+    "swin_b": "Swin Transformer B (window 7) classifier, 224x224 image, 1000 classes",
+    "resnet101": "ResNet-101 classifier, 224x224 image, 1000 classes",
+    "resnet152": "ResNet-152 classifier, 224x224 image, 1000 classes",
+    "resnext101_32x32d": "ResNeXt-101 32x32d classifier, 224x224 image, 1000 classes",
+    "deeplabv3_r101": "DeepLabV3 semantic segmentation, dilated ResNet-101 (output stride 8) with ASPP, "
+                      "520x520 image, 21 classes, class map returned as PNG",
+}
+SPECS.update({n: SubtaskSpec(n, f"{d}; {RANDOM_NOTE}", "random", f"{n}.onnx") for n, d in _PAPER.items()})
+PAPER_TYPES = list(SPECS)  # candidates; the catalogue shipped is named in traces/paper-scale
 
 
 def default_model_dir() -> Path:
@@ -87,7 +104,8 @@ def model_path(name: str, model_dir: str | os.PathLike | None = None) -> Path:
     mdir = Path(model_dir) if model_dir else default_model_dir()
     p = mdir / spec.model_file
     if not p.exists():
-        code = ("import sys; from gmm_volunteer.fitting.collect.archs import build_onnx; "
+        module = "archs" if name in ("resnet50", "mobilenet_v2") else "archs_paper"
+        code = (f"import sys; from gmm_volunteer.fitting.collect.{module} import build_onnx; "
                 "build_onnx(sys.argv[1], sys.argv[2], seed=0)")
         root = str(Path(__file__).resolve().parents[3])  # the folder holding gmm_volunteer/
         env = dict(os.environ)
@@ -103,6 +121,11 @@ _WORDS = ("volunteer inference node batch subtask model queue latency server req
 
 def _text(rng, n_words):
     return " ".join(rng.choice(_WORDS, size=n_words))
+
+
+def image_size(name: str) -> int:
+    """Side of the square scene image of an image classifier or segmenter."""
+    return 520 if name == "deeplabv3_r101" else 224
 
 
 def make_input(name: str, rng: np.random.Generator) -> bytes:
@@ -126,8 +149,9 @@ def make_input(name: str, rng: np.random.Generator) -> bytes:
             img = cv2.rotate(img, cv2.ROTATE_180)
         img = np.clip(img.astype(np.int16) + rng.integers(-12, 12, img.shape), 0, 255).astype(np.uint8)
     else:
+        size = image_size(name)
         small = rng.integers(0, 256, (14, 14, 3)).astype(np.uint8)
-        img = cv2.resize(small, (224, 224), interpolation=cv2.INTER_CUBIC)
+        img = cv2.resize(small, (size, size), interpolation=cv2.INTER_CUBIC)
         img = cv2.GaussianBlur(img, (5, 5), 0)
         img = np.clip(img.astype(np.int16) + rng.integers(-20, 20, img.shape), 0, 255).astype(np.uint8)
     ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
@@ -154,7 +178,8 @@ def preprocess(name: str, blobs: list[bytes]) -> np.ndarray:
         arr = np.stack([cv2.resize(im, (320, 48)) for im in imgs]).astype(np.float32)
         arr = (arr / 255.0 - 0.5) / 0.5
     else:
-        rgb = [cv2.cvtColor(cv2.resize(im, (224, 224)), cv2.COLOR_BGR2RGB) for im in imgs]
+        size = image_size(name)
+        rgb = [cv2.cvtColor(cv2.resize(im, (size, size)), cv2.COLOR_BGR2RGB) for im in imgs]
         arr = (np.stack(rgb).astype(np.float32) / 255.0 - _IMNET_MEAN) / _IMNET_STD
     return np.ascontiguousarray(arr.transpose(0, 3, 1, 2))
 
@@ -187,6 +212,10 @@ def postprocess(name: str, out: np.ndarray) -> list[bytes]:
             keep = np.concatenate([[True], idx[1:] != idx[:-1]]) & (idx != 0)
             res.append(json.dumps({"chars": idx[keep].tolist(),
                                    "score": round(float(prob[keep].mean()) if keep.any() else 0.0, 4)}).encode())
+    elif name == "deeplabv3_r101":
+        for logits in out:  # (classes, H, W) -> class map, sent as a PNG
+            ok, buf = cv2.imencode(".png", np.argmax(logits, axis=0).astype(np.uint8))
+            res.append(buf.tobytes())
     else:
         for logits in out:
             res.append(np.asarray(logits, np.float32).tobytes())

@@ -10,8 +10,10 @@ gets only part of the cores and its times stretch, so the collector checks every
                over the run's wall time, in cores.
 
 A run whose other load exceeds `threshold_cores` is thrown away; the gate then waits
-until a 1 s window is quiet and the run is repeated (at most `max_attempts` tries per
-run, at most `max_wait_s` seconds of waiting per run, then `NotQuietError`).
+until `QUIET_STREAK_S` consecutive 1 s windows are quiet (other work on a shared machine
+comes in bursts: one quiet second is often a pause inside a burst) and the run is
+repeated (at most `max_attempts` tries per run, at most `max_wait_s` seconds of waiting
+per run, then `NotQuietError`).
 
 The kernel counts CPU time in ticks (10 ms at the usual 100 Hz), so on a run of a few
 milliseconds one tick would be a whole core: the window is extended after the run (the
@@ -27,10 +29,11 @@ from typing import Callable
 from .procstat import CLK_TCK
 
 DEFAULT_THRESHOLD_CORES = 0.2  # 10 % of a 2-core machine: the worker keeps >= 90 % of it
-DEFAULT_MAX_ATTEMPTS = 6
+DEFAULT_MAX_ATTEMPTS = 20
 DEFAULT_MAX_WAIT_S = 1800.0
 MIN_WINDOW_S = 1.0
 POLL_S = 1.0
+QUIET_STREAK_S = 5.0
 
 
 class NotQuietError(RuntimeError):
@@ -110,14 +113,17 @@ class QuietGate:
         return other_load_cores(r0, r1), r1.t - r0.t
 
     def wait_quiet(self, what: str, budget: list[float]) -> None:
-        """Sleep in `POLL_S` windows until one is quiet; `budget[0]` = seconds left to wait."""
+        """Sleep in `POLL_S` windows until `QUIET_STREAK_S` seconds in a row were quiet;
+        `budget[0]` = seconds left to wait."""
+        streak = 0.0
         while True:
             r0 = self.read()
             self.sleep(POLL_S)
             load = other_load_cores(r0, self.read())
             budget[0] -= POLL_S
             self.waited_s += POLL_S
-            if load <= self.threshold_cores:
+            streak = streak + POLL_S if load <= self.threshold_cores else 0.0
+            if streak >= QUIET_STREAK_S:
                 return
             if budget[0] <= 0:
                 raise NotQuietError(

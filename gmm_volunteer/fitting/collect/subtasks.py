@@ -127,6 +127,22 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
             "gate": {"repeats": gate.repeats, "waited_s": gate.waited_s, "rejected": gate.rejected}}
 
 
+def _load_partial(partial: Path, key: dict) -> dict[str, dict]:
+    """Finished types of an earlier start with the same plan (empty if none or another plan)."""
+    try:
+        if json.loads((partial / "plan.json").read_text()) != json.loads(json.dumps(key)):
+            return {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+    done = {}
+    for name in key["types"]:
+        try:
+            done[name] = json.loads((partial / f"{name}.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            break  # types are collected in order: keep the finished prefix only
+    return done
+
+
 def _gate_summary(cfg: dict, stats: dict, runs: list[dict]) -> dict:
     """meta.json's record of the quiet gate: its bounds, the other load of the kept runs
     (distribution, cores), and how many tries were thrown away for load."""
@@ -189,6 +205,15 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
     wall0 = time.monotonic()
     paths = {t: models.model_path(t, model_dir) for t in types}
     runs_all, cons_all, catalog = [], [], []
+    # Each finished type is kept in out/.partial/ so that a collection stopped by the quiet
+    # gate (or anything else) resumes where it stopped when rerun with the same plan.
+    partial = out / ".partial"
+    key = {"types": types, "batch_sizes": [int(b) for b in batch_sizes], "bandwidths": [float(x) for x in bandwidths],
+           "repetitions": int(repetitions), "seed": seed, "threads": threads, "sample_hz": sample_hz, "gate": gate_cfg}
+    done = _load_partial(partial, key)
+    finished: dict[str, str] = {}
+    partial.mkdir(exist_ok=True)
+    (partial / "plan.json").write_text(json.dumps(key))
     with tempfile.TemporaryDirectory(prefix="gmmv-serve-") as tmp:
         root = Path(tmp)
         in_sizes = prepare_inputs(root, types, seed)
@@ -201,12 +226,22 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
                         for b in batch_sizes:
                             plan.append((run_id, int(b), float(mbps)))
                             run_id += 1
-                if not quiet:
-                    print(f"subtasks: {name}: {len(plan)} runs", file=sys.stderr, flush=True)
                 t_type = time.monotonic()
-                with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-                    res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads,
-                                    {**gate_cfg, "pids": [os.getpid(), srv.pid]}).result()
+                if name in done:
+                    res = done[name]
+                    if not quiet:
+                        print(f"subtasks: {name}: {len(plan)} runs kept from an earlier start ({partial})",
+                              file=sys.stderr, flush=True)
+                else:
+                    if not quiet:
+                        print(f"subtasks: {name}: {len(plan)} runs", file=sys.stderr, flush=True)
+                    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+                        res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads,
+                                        {**gate_cfg, "pids": [os.getpid(), srv.pid]}).result()
+                    res["collect_wall_s"] = round(time.monotonic() - t_type, 1)
+                    res["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+                    (partial / f"{name}.json").write_text(json.dumps(res))
+                finished[name] = res["finished"]
                 runs_all += res["runs"]
                 for k in gate_stats:
                     gate_stats[k] += res["gate"][k]
@@ -220,11 +255,13 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
                     "model_file": spec.model_file,
                     "worker_baseline_rss_mb": round(res["baseline_rss_mb"], 1),
                     "worker_loaded_rss_mb": round(res["loaded_rss_mb"], 1),
-                    "collect_wall_s": round(time.monotonic() - t_type, 1),
+                    "collect_wall_s": res["collect_wall_s"],
                 })
-                if not quiet:
+                if not quiet and name not in done:
                     print(f"subtasks: {name} done in {time.monotonic() - t_type:.0f} s", file=sys.stderr,
                           flush=True)
+    import shutil
+
     write_csv_gz(out / "runs.csv.gz", RUN_COLUMNS, runs_all)
     write_csv_gz(out / "consumption.csv.gz", CONS_COLUMNS, cons_all)
     (out / "catalog.json").write_text(json.dumps(catalog, indent=2) + "\n")
@@ -243,6 +280,8 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
         "cpu_model": cpu_model(), "cores": n_cores(), "ram_mb": round(meminfo_mb().get("MemTotal", 0), 1),
         "os": platform.platform(), "python": platform.python_version(),
         "n_runs": len(runs_all), "n_consumption_rows": len(cons_all),
+        "resumed_types": [t for t in types if t in done], "type_finished": finished,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    shutil.rmtree(partial, ignore_errors=True)
     return out
