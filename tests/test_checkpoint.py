@@ -40,7 +40,7 @@ CASES = {
     "asrb-reactive": {"scheduler": "asrb", **REACTIVE},
     "queue_aware": {"scheduler": "queue_aware"},
 }
-STEPS, EVERY, STOP = 3000, 500, 1500  # checkpoints at 500, 1000, 1500; resumed from 1500
+STEPS, EVERY, STOP = 7000, 1000, 3000  # checkpoints at 1000, 2000, 3000; resumed from 3000
 
 
 def assert_same_store(a: Path, b: Path) -> None:
@@ -89,12 +89,17 @@ def test_resumed_in_a_fresh_process_is_the_uninterrupted_run(synthetic_model, tm
         sim.run(progress=False, until=STOP, checkpoint=ck.Checkpointer(folder, EVERY))
         assert sim.t == STOP
         assert [p.name for p in ck.checkpoints(folder)] == [f"step-{STOP:012d}"]  # older ones removed
-        # The state grew before the checkpoint: it holds grown arrays.
-        assert sim.arrays.lg_user.shape[0] > log_capacity, name
+        # The request log grew before the checkpoint (it holds grown arrays) and grows
+        # again after it (the resumed run grows restored arrays).
+        grown = sim.arrays.lg_user.shape[0]
+        assert grown > log_capacity, name
         if name == "asrb-reactive":
             assert len(sim.control.actions) > 0  # the control plane acted before the checkpoint
             assert np.isfinite(sim.scheduler._R.mf[:, F_LAT]).any()  # the router learned latencies
             actions_before = len(sim.control.actions)
+        sim.run(progress=False)
+        assert sim.arrays.lg_user.shape[0] > grown, name
+        assert [p.name for p in ck.checkpoints(folder)] == [f"step-{STOP:012d}"]  # no checkpoint without one
     script = "; ".join(f"assert main(['run', '--resume', {str(f)!r}, '-q']) == 0" for f in folders.values())
     proc = _python(f"from gmm_volunteer.cli.commands import main; {script}", tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -105,8 +110,8 @@ def test_resumed_in_a_fresh_process_is_the_uninterrupted_run(synthetic_model, tm
     assert ds.sizes["scaling_action"] > actions_before  # and it went on acting after the resume
 
 
-def _write_config(model: Path, path: Path, **extra) -> Path:
-    d = {"seed": 2, "steps": 40_000, "users": {"count": 100}, "server": {"capacity": 10},
+def _write_config(model: Path, path: Path, users: int = 100, steps: int = 1200, **extra) -> Path:
+    d = {"seed": 2, "steps": steps, "users": {"count": users}, "server": {"capacity": 10},
          "scheduler": "uniform", "model": str(model), **extra}
     path.write_text(yaml.safe_dump(d))
     return path
@@ -127,25 +132,31 @@ def _kill_after_first_checkpoint(proc: subprocess.Popen, folder: Path, timeout: 
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
 
 
+# A run of a few seconds: the first checkpoint comes after a tenth of it, so the kill
+# lands seconds before the run could end.
+LONG = {"users": 1000, "steps": 100_000}
+LONG_EVERY = 10_000
+
+
 def test_killed_run_resumes_to_the_uninterrupted_store(synthetic_model, tmp_path):
-    config = _write_config(synthetic_model, tmp_path / "run.yaml")
+    config = _write_config(synthetic_model, tmp_path / "run.yaml", **LONG)
     out = tmp_path / "out.zarr"
     folder = ck.checkpoint_dir(out)
-    proc = _gmmv("run", config, "-o", out, "--checkpoint-every", 2000, "-q", cwd=tmp_path)
+    proc = _gmmv("run", config, "-o", out, "--checkpoint-every", LONG_EVERY, "-q", cwd=tmp_path)
     _kill_after_first_checkpoint(proc, folder)
     assert not out.exists()
     saved = ck.checkpoints(folder)
     step = int(ck.read_manifest(saved[-1])["step"])
-    assert 0 < step < 40_000
+    assert 0 < step < LONG["steps"]
     # A run started again without --resume would throw the checkpoint away: refused.
-    again = _gmmv("run", config, "-o", out, "--checkpoint-every", 2000, "-q", cwd=tmp_path)
+    again = _gmmv("run", config, "-o", out, "--checkpoint-every", LONG_EVERY, "-q", cwd=tmp_path)
     assert again.wait() == 2 and "gmmv run --resume" in again.stderr.read()
     resumed = _gmmv("run", "--resume", folder, cwd=tmp_path)
     _, err = resumed.communicate()
     assert resumed.returncode == 0, err
-    assert f"from {saved[-1]} (step {step:,} of 40,000)" in err
+    assert f"from {saved[-1]} (step {step:,} of 100,000)" in err
     assert is_complete(out) and not folder.exists()
-    cfg = make_config(synthetic_model, users=100, steps=40_000, seed=2, scheduler="uniform")
+    cfg = make_config(synthetic_model, users=LONG["users"], steps=LONG["steps"], seed=2, scheduler="uniform")
     cfg.output.path = str(out)
     assert_same_store(out, _uninterrupted(cfg, tmp_path / "whole.zarr"))
 
@@ -168,7 +179,7 @@ def test_run_with_checkpoints_writes_the_store_of_a_run_without(synthetic_model,
 def saved(synthetic_model, tmp_path, monkeypatch):
     """A run of run.yaml saved at step 300 (of 600) in out.zarr.checkpoint."""
     monkeypatch.chdir(tmp_path)
-    config = _write_config(synthetic_model, tmp_path / "run.yaml", steps=600)
+    config = _write_config(synthetic_model, tmp_path / "run.yaml", users=100, steps=600)
     cfg = make_config(synthetic_model, users=100, steps=600, seed=2, scheduler="uniform")
     cfg.output.path = "out.zarr"
     folder = ck.checkpoint_dir(tmp_path / "out.zarr")
@@ -256,7 +267,7 @@ def test_unfinished_and_foreign_entries(saved, capsys):
 def test_killed_sweep_continues_its_run_from_the_last_checkpoint(synthetic_model, tmp_path):
     from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
-    _write_config(synthetic_model, tmp_path / "base.yaml")
+    _write_config(synthetic_model, tmp_path / "base.yaml", **LONG)
     grid_file = tmp_path / "grid.yaml"
     grid_file.write_text(textwrap.dedent("""\
         base: base.yaml
@@ -267,12 +278,12 @@ def test_killed_sweep_continues_its_run_from_the_last_checkpoint(synthetic_model
     grid = load_grid(grid_file, output=tmp_path / "out")
     [run] = grid.runs()
     folder = ck.checkpoint_dir(run.path)
-    proc = _gmmv("sweep", grid_file, "--serial", "--checkpoint-every", 2000, "--no-combine", "-q",
+    proc = _gmmv("sweep", grid_file, "--serial", "--checkpoint-every", LONG_EVERY, "--no-combine", "-q",
                  "-o", tmp_path / "out", cwd=tmp_path)
     _kill_after_first_checkpoint(proc, folder)
     step = int(ck.read_manifest(ck.checkpoints(folder)[-1])["step"])
     assert not is_complete(run.path)
-    report = run_sweep(grid, serial=True, progress=False, combine=False, checkpoint_every=2000)
+    report = run_sweep(grid, serial=True, progress=False, combine=False, checkpoint_every=LONG_EVERY)
     [outcome] = report.outcomes
     assert outcome.status == "ok", outcome.traceback
     assert outcome.resumed_from == step > 0
