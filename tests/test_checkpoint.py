@@ -50,12 +50,13 @@ def assert_same_store(a: Path, b: Path) -> None:
     assert sorted(x.variables) == sorted(y.variables)
     for name in x.variables:
         u, v = x[name], y[name]
-        assert u.dims == v.dims and u.dtype == v.dtype, name
+        where = f"{a.name}: {name}"
+        assert u.dims == v.dims and u.dtype == v.dtype, where
         if u.dtype.kind in "fc":
-            np.testing.assert_array_equal(u.values, v.values, err_msg=name)  # NaN == NaN here
+            np.testing.assert_array_equal(u.values, v.values, err_msg=where)  # NaN == NaN here
         else:
-            assert np.array_equal(u.values, v.values), name
-        assert u.attrs == v.attrs, name
+            assert np.array_equal(u.values, v.values), where
+        assert u.attrs == v.attrs, where
     ax, ay = dict(x.attrs), dict(y.attrs)
     ax.pop("wall_time_s"), ay.pop("wall_time_s")
     assert ax == ay
@@ -304,3 +305,25 @@ def test_sweep_starts_over_when_the_checkpoint_is_of_another_config(synthetic_mo
     assert outcome.status == "ok" and outcome.resumed_from == 0
     assert "started over" in outcome.note and "seed: 2 != 1" in outcome.note
     assert_same_store(store, _uninterrupted(cfg, tmp_path / "whole.zarr"))
+
+
+def test_a_checkpoint_takes_no_second_copy_of_the_state(synthetic_model, tmp_path):
+    """Arrays are written one by one from the live state: the memory a checkpoint
+    allocates on the way (traced by tracemalloc, which sees NumPy's buffers) is a small
+    fraction of the state's size."""
+    import tracemalloc
+
+    cfg = make_config(synthetic_model, users=20_000, steps=200, seed=1)
+    sim = Simulation(cfg)
+    sim.run(progress=False, until=100)
+    state_bytes = sum(getattr(sim.arrays, f).nbytes for f in sim.arrays._fields)
+    assert state_bytes > 20e6
+    tracemalloc.start()
+    try:
+        path = ck.write_checkpoint(sim, tmp_path / "c")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    written = sum(p.stat().st_size for p in path.iterdir())
+    assert written > state_bytes  # everything is in the checkpoint ...
+    assert peak < 0.05 * state_bytes, (peak, state_bytes)  # ... and was never copied whole
