@@ -222,6 +222,10 @@ def test_damaged_checkpoints_are_refused(saved, capsys):
     (step / ck.MANIFEST).unlink()
     _refused(["run", "--resume", str(folder)], capsys, "no checkpoint.json")
     _refused(["run", "--resume", str(folder.parent / "nothing")], capsys, "no such checkpoint")
+    (folder.parent / "out.zarr").mkdir()  # the store's path instead of its checkpoint folder's
+    _refused(["run", "--resume", str(folder.parent / "out.zarr")], capsys,
+             "holds no complete checkpoint", f"are in {folder}")
+    (folder.parent / "out.zarr").rmdir()
     assert not (folder.parent / "out.zarr").exists()
     assert set(_files(folder)) == set(kept) - {step / ck.MANIFEST}  # nothing removed
 

@@ -110,7 +110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None or args.checkpoint_every is not None:
         from gmm_volunteer.cli.resume import run_checkpointed  # checkpoints (docs/usage.md)
 
-        return run_checkpointed(args)
+        return run_checkpointed(args, CommandError, load_checked_config)
     if args.config is None:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
     from gmm_volunteer.model.config import ConfigError, load_config

@@ -2,7 +2,9 @@
 "Checkpoints"): one run saved every N steps beside its result store, and continued
 from its last checkpoint after a kill, to the store an uninterrupted run writes.
 
-`gmm_volunteer.cli.commands._cmd_run` hands a run here when either flag is given.
+`gmm_volunteer.cli.commands._cmd_run` hands a run here when either flag is given, with
+its error class and config loader (this module does not import `commands`, which
+imports it).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from gmm_volunteer.cli.commands import EXIT_OK, CommandError, load_checked_config
+EXIT_OK = 0
+CommandError = ValueError  # set by run_checkpointed: commands.CommandError (exit 2)
+load_checked_config = None  # set by run_checkpointed: commands.load_checked_config
 
 
 def _output(out: Path, force: bool) -> Path:
@@ -47,8 +51,12 @@ def _check_folder(folder: Path) -> None:
                            "write checkpoints there: move it away or choose another output path (-o)")
 
 
-def run_checkpointed(args: argparse.Namespace) -> int:
-    """`gmmv run` with --checkpoint-every and/or --resume."""
+def run_checkpointed(args: argparse.Namespace, error: type[Exception], load_config) -> int:
+    """`gmmv run` with --checkpoint-every and/or --resume; `error` is the exception that
+    reports bad input (exit 2), `load_config(config, overrides, workers)` loads and
+    checks a run config (both from `gmm_volunteer.cli.commands`)."""
+    global CommandError, load_checked_config
+    CommandError, load_checked_config = error, load_config
     _check_every(args.checkpoint_every)
     if args.resume is not None:
         return _resume(args)

@@ -332,6 +332,8 @@ def find(path) -> Path:
     if not found:
         unfinished = [e.name for e in _entries(path) if _TMP.match(e.name)]
         hint = f" (only unfinished ones: {', '.join(unfinished)})" if unfinished else ""
+        if not unfinished and checkpoint_dir(path).is_dir():  # the store's path was given
+            hint = f"; the checkpoints of the store {path.name} are in {checkpoint_dir(path)}"
         raise CheckpointError(f"{path}: holds no complete checkpoint{hint}")
     return found[-1]
 
