@@ -107,6 +107,12 @@ def check_replaceable(paths, is_ours, command: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.resume is not None or args.checkpoint_every is not None:
+        from gmm_volunteer.cli.resume import run_checkpointed  # checkpoints (docs/usage.md)
+
+        return run_checkpointed(args, CommandError, load_checked_config)
+    if args.config is None:
+        args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
     from gmm_volunteer.model.config import ConfigError, load_config
 
     from gmm_volunteer.model.preflight import check_run
@@ -201,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulate one trajectory from a YAML run config",
         description="Simulate one trajectory and write it as a result store (zarr).",
     )
-    p.add_argument("config", metavar="CONFIG", help="YAML run config (see docs/usage.md)")
+    p.add_argument("config", metavar="CONFIG", nargs="?",
+                   help="YAML run config (see docs/usage.md); optional with --resume")
     p.add_argument(
         "--set",
         action="append",
@@ -216,8 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="result store path (default: output.path, else results/<config stem>.zarr)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing result store")
+    p.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="save the whole run every N steps in OUT.checkpoint/, so that a killed "
+                        "run can continue (--resume); removed once the store is written")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run saved in checkpoint folder DIR (OUT.checkpoint) to the "
+                        "store an uninterrupted run writes; CONFIG, if given, must be its config")
     add_output_flags(p, "no progress bar or compile notice")
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, run_parser=p)
 
     p = subparsers.add_parser(
         "summarize",

@@ -37,6 +37,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     CommandError = _command_error()
     if args.workers is not None and args.workers < 1:
         raise CommandError(f"--workers must be >= 1 (got {args.workers})")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise CommandError(f"--checkpoint-every: must be a number of steps >= 1 (got {args.checkpoint_every})")
     if args.old_scheduler is not None:
         print("gmmv sweep: warning: --scheduler is a deprecated spelling of --dask-address "
               "(the address of a Dask scheduler, not the sweep's scheduling policy)", file=sys.stderr)
@@ -83,7 +85,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         feedback.announce_compile()  # the local workers compile, or load, the same kernels
     try:
         report = run_sweep(grid, address=args.dask_address, workers=args.workers, serial=args.serial,
-                           progress=not args.quiet, combine=not args.no_combine)
+                           progress=not args.quiet, combine=not args.no_combine,
+                           checkpoint_every=args.checkpoint_every)
     except (SchedulerUnreachable, StaleRunsError) as exc:
         raise CommandError(str(exc)) from None
     print(report.text())
@@ -313,6 +316,9 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key in every run, e.g. --set steps=600 (repeatable)")
     p.add_argument("--no-combine", action="store_true", help="do not write combined.zarr")
+    p.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="save each run every N steps beside its store; a run killed earlier "
+                        "continues from its last checkpoint (docs/usage.md, Checkpoints)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate the grid and list every run's store and state; run nothing")
     _add_output_flags(p, "no progress bar or compile notice")

@@ -330,31 +330,45 @@ class RunOutcome:
     wall_time_s: float = 0.0
     error: str = ""
     traceback: str = ""
+    resumed_from: int = 0  # step of the checkpoint the run continued from (0: from the start)
+    note: str = ""
 
 
-def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None) -> RunOutcome:
+def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None,
+                checkpoint_every: int | None = None) -> RunOutcome:
     """Simulate one run and write its store; failures come back as a value, not raised.
 
     This is what runs on a worker. `run_fn(cfg, progress=False) -> RunRecord` defaults
-    to `gmm_volunteer.model.engine.simulate`.
+    to `gmm_volunteer.model.engine.simulate`. With `checkpoint_every` (and the default
+    `run_fn`) the run is saved every that many steps beside its store and continues from
+    the checkpoint there, if an earlier attempt left one (`model.checkpoint`).
     """
     t0 = time.perf_counter()
+    resumed, note = 0, ""
     try:
-        if run_fn is None:
-            from gmm_volunteer.model.engine import simulate as run_fn
-        record = run_fn(cfg, progress=False)
+        if run_fn is None and checkpoint_every:
+            from gmm_volunteer.model.checkpoint import simulate_resumable
+
+            record, resumed, note = simulate_resumable(cfg, path, checkpoint_every)
+        else:
+            if run_fn is None:
+                from gmm_volunteer.model.engine import simulate as run_fn
+            record = run_fn(cfg, progress=False)
         wall = time.perf_counter() - t0
         record.attrs.setdefault("wall_time_s", wall)
         # A store finished by a previous attempt of this run (e.g. a worker that kept
         # going after its client was interrupted) is as good as ours.
-        if is_complete(path):
-            return RunOutcome(name, "ok", path, wall)
-        try:
-            write_result(record, path, overwrite=False)
-        except FileExistsError:
-            if not is_complete(path):  # something else is in the way: a real failure
-                raise
-        return RunOutcome(name, "ok", path, time.perf_counter() - t0)
+        if not is_complete(path):
+            try:
+                write_result(record, path, overwrite=False)
+            except FileExistsError:
+                if not is_complete(path):  # something else is in the way: a real failure
+                    raise
+        if checkpoint_every:
+            from gmm_volunteer.model.checkpoint import checkpoint_dir, clear
+
+            clear(checkpoint_dir(path))  # the store is complete: its checkpoints are done
+        return RunOutcome(name, "ok", path, time.perf_counter() - t0, resumed_from=resumed, note=note)
     except Exception as exc:  # reported, never fatal for the sweep
         return RunOutcome(name, "failed", path, time.perf_counter() - t0,
                           f"{type(exc).__name__}: {exc}", traceback.format_exc())
@@ -376,6 +390,11 @@ class SweepReport:
     def text(self) -> str:
         n = {s: len(self.by_status(s)) for s in ("ok", "skipped", "failed")}
         lines = [f"{n['ok']} ran, {n['skipped']} already complete (skipped), {n['failed']} failed"]
+        for o in self.outcomes:
+            if o.resumed_from:
+                lines.append(f"  {o.name}: continued from its checkpoint at step {o.resumed_from:,}")
+            if o.note:
+                lines.append(f"  {o.name}: {o.note}")
         for o in self.by_status("failed"):
             lines.append(f"  FAILED {o.name}: {o.error}")
         if n["failed"]:
@@ -458,6 +477,7 @@ def run_sweep(
     progress: bool = True,
     combine: bool = True,
     connect_timeout: str = "20s",
+    checkpoint_every: int | None = None,
 ) -> SweepReport:
     """Run every incomplete run of `grid`; return what happened.
 
@@ -468,7 +488,8 @@ def run_sweep(
     anything is written. A failed
     run is reported (and its traceback kept under ``<output>/failed/``) while the others
     go on. With ``combine``, the combined dataset is (re)written when every run is
-    complete.
+    complete. With ``checkpoint_every``, each run is saved every that many steps in
+    ``<store>.checkpoint/``, and a run killed earlier continues from its last checkpoint.
     """
     from tqdm.auto import tqdm
 
@@ -498,9 +519,9 @@ def run_sweep(
     try:
         if serial or not todo:
             for r in todo:
-                done(execute_run(r.name, r.config, str(r.path), run_fn))
+                done(execute_run(r.name, r.config, str(r.path), run_fn, checkpoint_every))
         else:
-            _run_on_dask(todo, address, workers, run_fn, done, connect_timeout)
+            _run_on_dask(todo, address, workers, run_fn, done, connect_timeout, checkpoint_every)
     finally:
         bar.close()
 
@@ -512,7 +533,8 @@ def run_sweep(
     return report
 
 
-def _run_on_dask(todo, address, workers, run_fn, done, connect_timeout="20s") -> None:
+def _run_on_dask(todo, address, workers, run_fn, done, connect_timeout="20s",
+                 checkpoint_every=None) -> None:
     import logging
 
     from distributed import Client, LocalCluster, as_completed
@@ -533,7 +555,7 @@ def _run_on_dask(todo, address, workers, run_fn, done, connect_timeout="20s") ->
     try:
         for r in todo:
             # pure=False: a retried run is a new task, never a cached earlier failure.
-            fut = client.submit(execute_run, r.name, r.config, str(r.path), run_fn,
+            fut = client.submit(execute_run, r.name, r.config, str(r.path), run_fn, checkpoint_every,
                                 pure=False, key=f"gmmv-run-{r.name}-{time.time_ns()}")
             futures[fut] = r
         for fut in as_completed(list(futures), loop=client.loop):

@@ -97,10 +97,7 @@ class Simulation:
     """
 
     def __init__(self, cfg, bundle=None):
-        self.cfg = cfg
-        self.bundle = bundle if bundle is not None else load_bundle(cfg.model)
-        self.params = build_params(cfg, self.bundle)
-        self.P = pack_params(self.params)
+        self._build_model(cfg, bundle if bundle is not None else load_bundle(cfg.model))
         self.seed_seq = rng_mod.seed_sequence(cfg.seed)
         gens = rng_mod.streams(self.seed_seq)
         self.executor = make_executor(cfg.executor, cfg.executor_options)
@@ -111,7 +108,6 @@ class Simulation:
         self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
         self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
-        self.steps = int(cfg.steps)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
         self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
         for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
@@ -129,6 +125,16 @@ class Simulation:
         fill_initial_data(self.S, self.P, self.params, cfg)  # D2
         self.t = 0
         self._grown_at = -1
+        self.wall_time_s = 0.0  # of the run so far (a resumed run's earlier parts included)
+
+    def _build_model(self, cfg, bundle) -> None:
+        """What the run's config and bundle determine and a run never changes: the
+        attributes a checkpoint does not hold (model.checkpoint.DERIVED, with `S`)."""
+        self.cfg = cfg
+        self.bundle = bundle
+        self.params = build_params(cfg, bundle)
+        self.P = pack_params(self.params)
+        self.steps = int(cfg.steps)
 
     def step(self) -> None:
         """Advance one step: the control plane's due actions, factors 1-6, then the
@@ -170,29 +176,40 @@ class Simulation:
     def act_scheduler(self) -> None:
         self.scheduler.act(self.S, self.P, self.t)
 
-    def run(self, progress: bool = True, fused: bool = True, until: int | None = None) -> RunRecord:
+    def run(self, progress: bool = True, fused: bool = True, until: int | None = None,
+            checkpoint=None) -> RunRecord:
         """Run to the last step (or to step `until`) and return the record so far.
 
         With `fused` (the default), policies built on `policies.base` advance CHUNK
         steps per kernel call (`policies.runner`); other policies, or `fused=False`,
-        go through `step()` every step. Both give the same trajectory."""
+        go through `step()` every step. Both give the same trajectory. A `checkpoint`
+        (`model.checkpoint.Checkpointer`) saves the whole run whenever a checkpoint is
+        due; the trajectory is the same with or without."""
         t0 = time.perf_counter()
+        wall0 = self.wall_time_s
         stop = self.steps if until is None else min(int(until), self.steps)
         runner = fused_runner(self.scheduler, self.executor) if fused else None
         bar = None
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=self.steps, unit="step", unit_scale=True, mininterval=0.5,
+            bar = tqdm(total=self.steps, initial=self.t, unit="step", unit_scale=True, mininterval=0.5,
                        desc=f"{self.cfg.scheduler} N={self.params.n_users}")
         try:
-            self._advance_to(stop, runner, bar)
+            if checkpoint is None:
+                self._advance_to(stop, runner, bar)
+            while checkpoint is not None and self.t < stop:
+                self._advance_to(min(stop, checkpoint.next_step(self.t)), runner, bar)
+                if checkpoint.due(self):
+                    self.wall_time_s = wall0 + time.perf_counter() - t0
+                    checkpoint.save(self)
             if bar is not None:
                 bar.update(self.t - bar.n)
         finally:
             if bar is not None:
                 bar.close()
-        return self.record(wall_time_s=time.perf_counter() - t0)
+        self.wall_time_s = wall0 + time.perf_counter() - t0
+        return self.record(wall_time_s=self.wall_time_s)
 
     def run_to(self, stop: int) -> None:
         """Advance to step `stop` on the fused path, like `run`, but without building a

@@ -1,0 +1,524 @@
+"""Checkpoints of one run: the whole simulation written to disk every N steps, so that a
+killed run continues from its last checkpoint and ends in the store an uninterrupted run
+writes (docs/usage.md, "Checkpoints").
+
+What is saved is everything of a `Simulation` that a run changes: the state arrays (with
+the random streams `S.rng` and the per-step series and request log, i.e. the record so
+far), the executor, scheduler and autoscaler objects (options, their numpy Generators,
+a router's arrays), the control plane (units, orders, the monitor's scrapes), the
+scripted events' position, the seed sequence, the step counter and the wall time so far.
+It is taken generically: every attribute of the `Simulation` except those rebuilt from
+the config and the model bundle (`DERIVED`) is pickled in one pickle (so objects shared
+between attributes, such as the autoscaler the control plane holds, stay shared), with
+each NumPy array of at least `INLINE_BYTES` written to its own ``.npy`` file instead
+(pickle's persistent ids). Arrays are written one by one from the live state, never
+copied whole, so a checkpoint of a large run needs no second copy of the state in memory.
+Arrays the run has grown (`state.grow_if_needed`) are saved at their grown size.
+
+Layout, beside the result store ``OUT``:
+
+    OUT.checkpoint/
+        step-000000010000/      one complete checkpoint (only the newest is kept)
+            checkpoint.json     written last: versions, config, bundle digest, step,
+                                wall time, and the SHA-256 of every other file's content
+            objects.pkl         the pickled attributes
+            state-<field>.npy   state arrays by field name; array-<k>.npy other arrays
+
+A checkpoint is written into ``step-<t>.tmp-<pid>``, every file fsynced, then renamed to
+``step-<t>`` (the rename is what makes it complete) and the older ones removed. A
+checkpoint is refused (`CheckpointError`) when a file is missing or its content does
+not match its digest, or when it was made by another checkpoint format, another gmmv
+or trajectory version (`gmm_volunteer.trajectory`), another config or another model
+bundle: resuming it would not continue the same trajectory.
+
+Unpickling runs code named in the pickle: resume only checkpoints this program wrote.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import json
+import os
+import pickle
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "gmmv-checkpoint"
+FORMAT_VERSION = 1
+SUFFIX = ".checkpoint"
+MANIFEST = "checkpoint.json"
+OBJECTS = "objects.pkl"
+INLINE_BYTES = 1 << 12  # smaller arrays stay inside the pickle
+# Attributes of a Simulation rebuilt from the config and the bundle on resume (the
+# kernels' views S and P are rebuilt from the arrays and params).
+DERIVED = ("cfg", "bundle", "params", "P", "S", "steps")
+
+_STEP = re.compile(r"^step-(?P<t>[0-9]{12})$")
+_TMP = re.compile(r"^step-[0-9]{12}\.tmp-(?P<pid>[0-9]+)$")
+_FILE = re.compile(r"^(checkpoint\.json|objects\.pkl|(state|array)-[A-Za-z0-9_]+\.npy)$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be resumed: damaged, incomplete, or made by another version,
+    config or model bundle. The message names the checkpoint and the reason."""
+
+
+def checkpoint_dir(store) -> Path:
+    """The checkpoint folder of the result store `store`: ``<store>.checkpoint``."""
+    store = Path(store)
+    return store.with_name(store.name + SUFFIX)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory
+    finally:
+        os.close(fd)
+
+
+def _digest(arr: np.ndarray) -> str:
+    """SHA-256 of the array's content in C order, without copying a C-contiguous array."""
+    h = hashlib.sha256()
+    if arr.flags.c_contiguous:
+        if arr.size:
+            h.update(memoryview(arr).cast("B"))
+    else:
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+# -- writing ------------------------------------------------------------------------------
+
+class _Writer:
+    """Writes the arrays the pickler hands over, one file each, into `folder`."""
+
+    def __init__(self, folder: Path, names: dict[int, str]):
+        self.folder = folder
+        self.names = names  # id(array) -> preferred file stem (state fields)
+        self.files: dict[str, dict] = {}
+        self._done: dict[int, tuple[str, np.ndarray]] = {}  # keeps the arrays alive
+
+    def array(self, arr: np.ndarray) -> str:
+        seen = self._done.get(id(arr))
+        if seen is not None:
+            return seen[0]
+        stem = self.names.get(id(arr)) or f"array-{len(self._done):04d}"
+        name = f"{stem}.npy"
+        with open(self.folder / name, "wb") as f:
+            np.lib.format.write_array(f, arr, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        self.files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "sha256": _digest(arr)}
+        self._done[id(arr)] = (name, arr)
+        return name
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, f, writer: _Writer):
+        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.writer = writer
+
+    def persistent_id(self, obj):
+        if type(obj) is np.ndarray and obj.nbytes >= INLINE_BYTES and not obj.dtype.hasobject:
+            return self.writer.array(obj)
+        return None
+
+
+def saved_attributes(sim) -> dict:
+    """The attributes of `sim` a checkpoint holds (everything but `DERIVED`)."""
+    return {k: v for k, v in vars(sim).items() if k not in DERIVED}
+
+
+def write_checkpoint(sim, folder, every: int | None = None, digest: str | None = None) -> Path:
+    """Write `sim` (a `Simulation` between steps) as checkpoint ``step-<t>`` in `folder`,
+    atomically, then remove the older checkpoints there; return its path. `digest` is
+    the model bundle's (computed when not given)."""
+    from gmm_volunteer import __version__
+    from gmm_volunteer.io.bundle import bundle_digest
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+
+    folder = Path(folder)
+    t = int(sim.t)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    if created:
+        _fsync_dir(folder.parent)
+    final = folder / f"step-{t:012d}"
+    tmp = folder / f"{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        names = {id(getattr(sim.arrays, f)): f"state-{f}" for f in sim.arrays._fields}
+        writer = _Writer(tmp, names)
+        with open(tmp / OBJECTS, "wb") as f:
+            hashing = _HashingFile(f)
+            _Pickler(hashing, writer).dump(saved_attributes(sim))
+            f.flush()
+            os.fsync(f.fileno())
+        writer.files[OBJECTS] = {"sha256": hashing.hexdigest()}
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "gmmv_version": __version__,
+            "trajectory_version": TRAJECTORY_VERSION,
+            "step": t,
+            "steps": int(sim.steps),
+            "every": None if every is None else int(every),
+            "wall_time_s": float(getattr(sim, "wall_time_s", 0.0)),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "output": sim.cfg.output.path,
+            "model_sha256": digest if digest is not None else bundle_digest(sim.bundle),
+            "config": sim.cfg.to_yaml(),
+            "files": writer.files,
+        }
+        with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        if final.exists():  # the same step saved before (a run started over): replace it
+            _remove_checkpoint(final)
+        os.rename(tmp, final)
+        _fsync_dir(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for entry in _entries(folder):
+        if entry != final and _STEP.match(entry.name):
+            _remove_checkpoint(entry)
+    return final
+
+
+class _HashingFile(io.RawIOBase):
+    """A write-only file that hashes what passes through it."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        self.h.update(b)
+        return self.f.write(b)
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()
+
+
+class Checkpointer:
+    """Passed to `Simulation.run(checkpoint=...)`: writes a checkpoint into `folder`
+    whenever the step counter reaches a multiple of `every` (not at the last step)."""
+
+    def __init__(self, folder, every: int):
+        every = int(every)
+        if every < 1:
+            raise ValueError(f"checkpoint period must be >= 1 step (got {every})")
+        self.folder = Path(folder)
+        self.every = every
+        self._digest: str | None = None
+        self.last: Path | None = None
+
+    def next_step(self, t: int) -> int:
+        """The first step after `t` at which a checkpoint is due."""
+        return (int(t) // self.every + 1) * self.every
+
+    def due(self, sim) -> bool:
+        return 0 < sim.t < sim.steps and sim.t % self.every == 0
+
+    def save(self, sim) -> Path:
+        from gmm_volunteer.io.bundle import bundle_digest
+
+        if self._digest is None:
+            self._digest = bundle_digest(sim.bundle)
+        self.last = write_checkpoint(sim, self.folder, self.every, self._digest)
+        return self.last
+
+
+# -- the folder ---------------------------------------------------------------------------
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(folder.iterdir())
+    except OSError:
+        return []
+
+
+def _is_ours(path: Path) -> bool:
+    """A checkpoint directory (complete or not) holding only files this module writes."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        return all(_FILE.match(e.name) and e.is_file(follow_symlinks=False) for e in os.scandir(path))
+    except OSError:
+        return False
+
+
+def _remove_checkpoint(path: Path) -> None:
+    if _is_ours(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    from gmm_volunteer.io.results import _pid_alive as alive
+
+    return alive(pid)
+
+
+def checkpoints(folder) -> list[Path]:
+    """The complete checkpoints (``step-<t>`` directories) in `folder`, oldest first."""
+    return [e for e in _entries(Path(folder)) if _STEP.match(e.name) and e.is_dir()]
+
+
+def foreign_entries(folder) -> list[Path]:
+    """Entries of `folder` this program did not write (nothing is ever removed then)."""
+    out = []
+    for e in _entries(Path(folder)):
+        if (_STEP.match(e.name) or _TMP.match(e.name)) and _is_ours(e):
+            continue
+        out.append(e)
+    return out
+
+
+def clear(folder) -> None:
+    """Remove the checkpoints in `folder` (and unfinished ones whose writer is gone),
+    then `folder` itself if nothing else is in it. What this program did not write is
+    left alone."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    for e in _entries(folder):
+        m = _TMP.match(e.name)
+        if _STEP.match(e.name) or (m and (int(m["pid"]) == os.getpid() or not _pid_alive(int(m["pid"])))):
+            _remove_checkpoint(e)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty: something else is there
+
+
+def remove_unfinished(folder) -> None:
+    """Remove unfinished checkpoints (``step-<t>.tmp-<pid>``) whose writer is gone."""
+    for e in _entries(Path(folder)):
+        m = _TMP.match(e.name)
+        if m and not _pid_alive(int(m["pid"])):
+            _remove_checkpoint(e)
+
+
+def find(path) -> Path:
+    """The checkpoint `path` names: a ``step-<t>`` directory, or the newest one in a
+    checkpoint folder. Raises `CheckpointError`."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint or checkpoint folder")
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a checkpoint (a checkpoint is a directory)")
+    if (path / MANIFEST).exists() or _STEP.match(path.name):
+        return path
+    found = checkpoints(path)
+    if not found:
+        unfinished = [e.name for e in _entries(path) if _TMP.match(e.name)]
+        hint = f" (only unfinished ones: {', '.join(unfinished)})" if unfinished else ""
+        if not unfinished and checkpoint_dir(path).is_dir():  # the store's path was given
+            hint = f"; the checkpoints of the store {path.name} are in {checkpoint_dir(path)}"
+        raise CheckpointError(f"{path}: holds no complete checkpoint{hint}")
+    return found[-1]
+
+
+# -- reading ------------------------------------------------------------------------------
+
+def read_manifest(path) -> dict:
+    """The checked ``checkpoint.json`` of checkpoint `path`: its format and versions must
+    be this program's. Raises `CheckpointError`."""
+    from gmm_volunteer import __version__
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+
+    path = Path(path)
+    try:
+        man = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no {MANIFEST}: not a checkpoint, or an incomplete one") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path / MANIFEST}: unreadable ({exc}): the checkpoint is damaged") from None
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        raise CheckpointError(f"{path / MANIFEST}: not a gmmv checkpoint")
+    if man.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format {man.get('format_version')!r}; this gmmv "
+                              f"reads format {FORMAT_VERSION}")
+    made = (man.get("gmmv_version"), man.get("trajectory_version"))
+    if made != (__version__, TRAJECTORY_VERSION):
+        raise CheckpointError(
+            f"{path}: made by gmmv {made[0]} (trajectory version {made[1]}); this is gmmv "
+            f"{__version__} (trajectory version {TRAJECTORY_VERSION}): resuming it would not "
+            "continue the same trajectory. Run the config again from the start")
+    for key, kind in (("step", int), ("steps", int), ("config", str), ("model_sha256", str), ("files", dict)):
+        if not isinstance(man.get(key), kind):
+            raise CheckpointError(f"{path / MANIFEST}: {key}: missing or not a {kind.__name__}: the checkpoint is damaged")
+    if OBJECTS not in man["files"]:
+        raise CheckpointError(f"{path / MANIFEST}: files: lists no {OBJECTS}: the checkpoint is damaged")
+    return man
+
+
+def config_of(path, man: dict | None = None):
+    """The run config a checkpoint was made from (its ``output.path`` included)."""
+    import yaml
+
+    from gmm_volunteer.model.config import ConfigError, config_from_dict
+
+    path = Path(path)
+    man = read_manifest(path) if man is None else man
+    try:
+        data = yaml.safe_load(man["config"])
+        return config_from_dict(data, source=f"{path / MANIFEST} (config)")
+    except (ConfigError, yaml.YAMLError) as exc:
+        raise CheckpointError(f"{path}: its config cannot be used: {exc}") from None
+
+
+def config_differences(a, b) -> list[str]:
+    """Dotted keys whose values differ between configs `a` and `b` ('key: a != b')."""
+    def flat(d, prefix=""):
+        out = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict) and v:
+                out.update(flat(v, key + "."))
+            else:
+                out[key] = v
+        return out
+
+    fa, fb = flat(a.model_dump(mode="json")), flat(b.model_dump(mode="json"))
+    return [f"{k}: {fa.get(k)!r} != {fb.get(k)!r}" for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def check_config(path, man: dict, cfg) -> None:
+    """Refuse (`CheckpointError`) a checkpoint made from another config than `cfg`."""
+    if man["config"] == cfg.to_yaml():
+        return
+    made = config_of(path, man)
+    diff = config_differences(made, cfg) or ["(the configs' text differs)"]
+    shown = "; ".join(diff[:4]) + (f"; and {len(diff) - 4} more" if len(diff) > 4 else "")
+    raise CheckpointError(f"{path}: made from another config (checkpoint vs. this run: {shown})")
+
+
+class _Reader:
+    def __init__(self, folder: Path, files: dict):
+        self.folder, self.files = folder, files
+        self._loaded: dict[str, np.ndarray] = {}
+
+    def array(self, name) -> np.ndarray:
+        if name in self._loaded:
+            return self._loaded[name]
+        meta = self.files.get(name) if isinstance(name, str) else None
+        where = self.folder / str(name)
+        if meta is None or not _FILE.match(str(name)):
+            raise CheckpointError(f"{where}: named in {OBJECTS} but not listed in {MANIFEST}: the checkpoint is damaged")
+        try:
+            with open(where, "rb") as f:
+                arr = np.lib.format.read_array(f, allow_pickle=False)
+        except FileNotFoundError:
+            raise CheckpointError(f"{where}: missing: the checkpoint is damaged") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise CheckpointError(f"{where}: unreadable ({exc}): the checkpoint is damaged") from None
+        if (arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape")
+                or _digest(arr) != meta.get("sha256")):
+            raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is damaged")
+        self._loaded[name] = arr
+        return arr
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, reader: _Reader):
+        super().__init__(f)
+        self.reader = reader
+
+    def persistent_load(self, pid):
+        return self.reader.array(pid)
+
+
+def load_attributes(path, man: dict) -> dict:
+    """The pickled attributes of checkpoint `path`, every file checked against its digest."""
+    path = Path(path)
+    where = path / OBJECTS
+    try:
+        raw = where.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: missing: the checkpoint is damaged") from None
+    except OSError as exc:
+        raise CheckpointError(f"{where}: unreadable ({exc})") from None
+    if hashlib.sha256(raw).hexdigest() != man["files"][OBJECTS].get("sha256"):
+        raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is damaged")
+    try:
+        attrs = _Unpickler(io.BytesIO(raw), _Reader(path, man["files"])).load()
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a class that no longer exists, a changed layout
+        raise CheckpointError(f"{where}: cannot be loaded by this gmmv ({type(exc).__name__}: {exc})") from None
+    if not isinstance(attrs, dict) or attrs.get("t") != man["step"]:
+        raise CheckpointError(f"{where}: does not hold the simulation at step {man['step']}: the checkpoint is damaged")
+    return attrs
+
+
+def restore(path, cfg=None):
+    """The `Simulation` saved in checkpoint `path` (a ``step-<t>`` directory or a folder
+    holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
+    it; without, its own config is used. The model bundle at the config's ``model`` path
+    must be the one the run used. Raises `CheckpointError`."""
+    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle
+    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.model.state import pack_state
+
+    path = find(path)
+    man = read_manifest(path)
+    if cfg is None:
+        cfg = config_of(path, man)
+    else:
+        check_config(path, man, cfg)
+    try:
+        bundle = load_bundle(cfg.model)
+    except (BundleError, OSError) as exc:
+        raise CheckpointError(f"{path}: its model bundle {cfg.model} cannot be loaded: {exc}") from None
+    if bundle_digest(bundle) != man["model_sha256"]:
+        raise CheckpointError(f"{path}: made with another model bundle than the one now at {cfg.model} "
+                              "(its content changed): resuming would mix two models")
+    attrs = load_attributes(path, man)
+    sim = Simulation.__new__(Simulation)
+    sim._build_model(cfg, bundle)
+    vars(sim).update(attrs)
+    sim.S = pack_state(sim.arrays)
+    return sim
+
+
+def simulate_resumable(cfg, store, every: int, progress: bool = False):
+    """Run `cfg` with a checkpoint every `every` steps beside the result store `store`,
+    continuing from the checkpoint there if one was made from this config and version;
+    return (record, step resumed from or 0, note). A checkpoint that cannot be resumed
+    (another config, version or bundle, or damaged) is replaced, and the note says why."""
+    from gmm_volunteer.model.engine import Simulation
+
+    folder = checkpoint_dir(store)
+    remove_unfinished(folder)
+    sim, note = None, ""
+    if checkpoints(folder):
+        try:
+            sim = restore(folder, cfg)
+        except CheckpointError as exc:
+            note = f"checkpoint not used, started over: {exc}"
+    if sim is None:
+        clear(folder)
+        sim = Simulation(cfg)
+    resumed = int(sim.t)
+    record = sim.run(progress=progress, checkpoint=Checkpointer(folder, every))
+    return record, resumed, note
