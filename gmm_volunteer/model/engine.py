@@ -142,12 +142,12 @@ class Simulation:
 
     def advance(self) -> None:
         """Factors 1-6 of step `t` (the state update before the policies act)."""
-        if needs_growth(self.S, self.P):
+        if needs_growth(self.S, self.P, self.t):
             self._grow()
         dynamics_step(self.S, self.P, self.t)
 
     def _grow(self) -> None:
-        self.arrays = grow_if_needed(self.arrays, self.params)
+        self.arrays = grow_if_needed(self.arrays, self.params, self.t)
         self.S = pack_state(self.arrays)
 
     def act_control(self) -> None:

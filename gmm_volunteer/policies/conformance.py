@@ -171,9 +171,13 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
             model = Path(tmp) / "bundle"
             write_bundle(synthetic_bundle(), model)
         for cfg in _configs(Path(model), kind, name, options, steps):
-            first = Simulation(cfg).run(progress=False)
-            second = Simulation(cfg).run(progress=False)
-            stepped = Simulation(cfg).run(progress=False, fused=False)
+            try:
+                first = Simulation(cfg).run(progress=False)
+                second = Simulation(cfg).run(progress=False)
+                stepped = Simulation(cfg).run(progress=False, fused=False)
+            except Exception as exc:  # a policy that raises, or an action it misused, is a finding
+                problems.append(f"seed {cfg.seed}: the run failed: {type(exc).__name__}: {exc}")
+                continue
             if diff := _records_equal(first, second):
                 problems.append(f"seed {cfg.seed}: same seed, different records ({', '.join(diff)})")
             if diff := _records_equal(first, stepped):
@@ -184,6 +188,8 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
                 _run_checked(cfg)
             except AssertionError as exc:
                 problems.append(f"seed {cfg.seed}: invariant broken: {exc}")
+            except Exception as exc:
+                problems.append(f"seed {cfg.seed}: the stepped run failed: {type(exc).__name__}: {exc}")
     if problems:
         raise ConformanceError(f"{kind} {name!r}: " + "; ".join(problems))
     done += ["determinism", "fused equals stepped", "invariants every step", "buffers drained"]
