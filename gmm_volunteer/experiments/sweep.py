@@ -14,6 +14,7 @@ same seed are paired.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -96,11 +97,11 @@ class Grid:
         specs = []
         keys = [key for key, _ in self.dims.values()]
         names = list(self.dims)
-        for combo in itertools.product(*(v for _, v in self.dims.values()), self.seeds):
+        combos = list(itertools.product(*(v for _, v in self.dims.values()), self.seeds))
+        all_coords = [{**dict(zip(names, combo[:-1])), "seed": combo[-1]} for combo in combos]
+        run_names = unique_run_names(all_coords)
+        for combo, coords, name in zip(combos, all_coords, run_names):
             *values, seed = combo
-            coords = dict(zip(names, values))
-            coords["seed"] = seed
-            name = run_name(coords)
             path = self.output / RUNS_DIR / f"{name}.zarr"
             overrides = dict(self.fixed)
             overrides.update(zip(keys, values))
@@ -132,6 +133,25 @@ def _fmt_value(v) -> str:
 def run_name(coords: dict) -> str:
     """Store name of a run, e.g. ``users-1000_user_capacity-2_..._seed-0``."""
     return "_".join(f"{k}-{_fmt_value(v)}" for k, v in coords.items())
+
+
+def unique_run_names(all_coords: list[dict]) -> list[str]:
+    """`run_name` of each run, unless two distinct points would share a name (values that
+    agree to the 6 digits of ``%g``, or texts that differ only in replaced characters):
+    then the names of this grid carry exact values (``repr`` of floats), and where even
+    those collide, a digest of the point. Grids without collisions keep their names."""
+    names = [run_name(c) for c in all_coords]
+    if len(set(names)) == len(names):
+        return names
+    exact = [run_name({k: repr(v) if isinstance(v, float) else v for k, v in c.items()}) for c in all_coords]
+    if len(set(exact)) == len(exact):
+        return exact
+    counts: dict = {}
+    for n in exact:
+        counts[n] = counts.get(n, 0) + 1
+    return [n if counts[n] == 1 else
+            f"{n}_{hashlib.sha256(json.dumps(c, sort_keys=True, default=repr).encode()).hexdigest()[:12]}"
+            for n, c in zip(exact, all_coords)]
 
 
 def _value_text(v) -> str:
@@ -346,18 +366,27 @@ def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None) -> Ru
         wall = time.perf_counter() - t0
         record.attrs.setdefault("wall_time_s", wall)
         # A store finished by a previous attempt of this run (e.g. a worker that kept
-        # going after its client was interrupted) is as good as ours.
+        # going after its client was interrupted) is as good as ours, if it holds this
+        # run's config: another run's store at this path would be a wrong cell.
         if is_complete(path):
+            _check_same_config(path, cfg)
             return RunOutcome(name, "ok", path, wall)
         try:
             write_result(record, path, overwrite=False)
         except FileExistsError:
             if not is_complete(path):  # something else is in the way: a real failure
                 raise
+            _check_same_config(path, cfg)
         return RunOutcome(name, "ok", path, time.perf_counter() - t0)
     except Exception as exc:  # reported, never fatal for the sweep
         return RunOutcome(name, "failed", path, time.perf_counter() - t0,
                           f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def _check_same_config(path: str, cfg) -> None:
+    if (store_attrs(Path(path)) or {}).get("config") != cfg.to_yaml():
+        raise RuntimeError(f"{path}: a complete store of another config is in the way; "
+                           f"this run's result was not written")
 
 
 @dataclass
