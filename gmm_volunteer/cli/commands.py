@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -88,7 +89,10 @@ def check_replaceable(paths, is_ours, command: str) -> None:
     """Refuse, before anything runs, to replace an output file this command did not write.
     `paths` maps a kind ("csv", "json", ...) to a path, `is_ours` maps the kind to a test
     of the file's first 256 bytes; `command` names the writer in the message."""
+    from gmm_volunteer.cli.outputs import check_output_target
+
     for kind, path in paths.items():
+        check_output_target(path)  # before the work: a long search that cannot write is wasted
         if path.is_dir():
             raise CommandError(f"-o: {path} is a directory")
         if not path.exists():
@@ -122,6 +126,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else cfg.output_path(args.config)
     # Checked before simulating so that a long run is not wasted. Only a store this
     # program wrote is ever replaced, and only with --force.
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    check_output_target(out, "-o" if args.output else "output.path")
     try:
         out = check_output_path(out, force=args.force)
         notes = clean_stale(out)  # may put back a store whose replacement was killed
@@ -271,6 +278,14 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # a name from the input (an option, a config key)
+            _error(parser, args, f"{exc.filename or 'a path'}: a path component is longer than "
+                                 f"the file system allows (255 bytes)")
+            return EXIT_USAGE
+        traceback.print_exc()
+        _error(parser, args, f"unexpected failure: {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
     except Exception as exc:
         if isinstance(exc, _input_errors()):
             _error(parser, args, str(exc))

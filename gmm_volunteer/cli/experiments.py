@@ -59,6 +59,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         grid = load_grid(args.grid, output=args.output, overrides=overrides)
     except (GridError, ConfigError) as exc:
         raise CommandError(str(exc)) from None
+    if not args.dry_run:  # a sweep's folder: never the root or the current folder
+        from gmm_volunteer.cli.outputs import check_output_target
+
+        check_output_target(grid.output, "-o" if args.output else f"{args.grid}: output")
     if args.dask_address is None and not args.dry_run:
         _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
     if args.dry_run:
@@ -203,7 +207,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from gmm_volunteer.experiments.report import write_report
 
     CommandError = _command_error()
-    out = Path(args.output)
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    out = check_output_target(args.output)
     if out.is_dir():
         raise CommandError(f"-o {args.output}: is a directory; give the report's file name")
     if out.exists():

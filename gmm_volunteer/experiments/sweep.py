@@ -191,17 +191,22 @@ def _per_value(data, grid: dict, fixed: dict, source: str) -> dict:
     return out
 
 
+MAX_SEEDS = 100_000  # replicates per grid point: far above any use, far below memory
+
+
 def _seeds(value, source: str) -> list[int]:
     if isinstance(value, bool):
         raise GridError(f"{source}: seeds: must be a count or a list of integers, got {value!r}")
     if isinstance(value, int):
-        if value < 1:
-            raise GridError(f"{source}: seeds: a count must be >= 1 (got {value})")
+        if not 1 <= value <= MAX_SEEDS:  # checked before a list of that length is built
+            raise GridError(f"{source}: seeds: a count must be between 1 and {MAX_SEEDS:,} (got {value})")
         return list(range(value))
     if isinstance(value, list) and value:
         for i, s in enumerate(value):
-            if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-                raise GridError(f"{source}: seeds.{i}: must be an integer >= 0 (got {s!r})")
+            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**63:
+                raise GridError(f"{source}: seeds.{i}: must be an integer in [0, 2^63) (got {s!r})")
+        if len(value) > MAX_SEEDS:
+            raise GridError(f"{source}: seeds: at most {MAX_SEEDS:,} (got {len(value):,})")
         if len(set(value)) != len(value):
             raise GridError(f"{source}: seeds: values repeat ({value})")
         return list(value)
@@ -261,6 +266,11 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
             raise GridError(f"{source}: grid.{key}: set by the sweep itself; use 'seeds:' / 'output:'")
         if not isinstance(values, list) or not values:
             raise GridError(f"{source}: grid.{key}: must be a non-empty list of values, got {values!r}")
+        if any(isinstance(v, (dict, list)) for v in values):
+            # a coordinate of the combined dataset must be a plain value
+            raise GridError(f"{source}: grid.{key}: values must be numbers, text or booleans, not "
+                            f"mappings or lists; make a grid key of what varies inside "
+                            f"(e.g. {key}.count)")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             raise GridError(f"{source}: grid.{key}: values repeat ({values})")
         name = dim_name(str(key))

@@ -13,6 +13,7 @@ from gmm_volunteer.cli.argtypes import COUNT_MAX, SEED_MAX
 from gmm_volunteer.cli.commands import CommandError, add_output_flags
 
 DEFAULT_BASELINES = "centralized,uniform,affinity,asrb,queue_aware"
+TUNE_HEAD = b'{\n "config": {'  # how every --output file of gmmv tune begins
 
 
 def parse_seeds(text: str, option: str) -> list[int]:
@@ -62,8 +63,15 @@ def _check(args) -> tuple:
             raise CommandError(f"--method {args.method}: the package {args.method!r} is not installed "
                                "(pip install 'gmm-volunteer[optimise]', or --method random)") from None
     out = Path(args.output) if args.output else None
-    if out is not None and out.exists() and not args.force:
-        raise CommandError(f"--output: {out} exists (use --force to replace it)")
+    if out is not None:
+        from gmm_volunteer.cli.commands import check_replaceable
+        from gmm_volunteer.cli.outputs import check_output_target
+
+        check_output_target(out, "--output")
+        if out.exists() and not args.force:
+            raise CommandError(f"--output: {out} exists (use --force to replace it)")
+        # --force replaces only a file this command wrote (a config, say, never)
+        check_replaceable({"json": out}, {"json": lambda head: head.startswith(TUNE_HEAD)}, "gmmv tune")
     path = args.config or DEFAULT_CONFIG
     try:
         cfg = resolve_config(load_config(path, args.set or ()))
