@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected failure, 2 usage/config/input error, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"gmmv {__version__}")
+    parser.add_argument("--no-plugins", action="store_true",
+                        help="refuse policies from outside the package (module:Class, entry points): "
+                             "a config naming one runs its code; also GMMV_NO_PLUGINS=1")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = subparsers.add_parser(
@@ -260,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     from gmm_volunteer.cli import feedback
 
     feedback.set_verbosity(feedback.level_of(args))
+    if getattr(args, "no_plugins", False):  # inherited by the worker processes started here
+        from gmm_volunteer.policies.guard import NO_PLUGINS_ENV
+
+        os.environ[NO_PLUGINS_ENV] = "1"
     try:
         with _warnings_as_messages(parser, args):
             return int(args.func(args) or EXIT_OK)
@@ -288,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except Exception as exc:
         if isinstance(exc, _input_errors()):
+            if getattr(args, "verbose", False) and exc.__cause__ is not None:  # a plugin's own traceback
+                traceback.print_exception(exc.__cause__)
             _error(parser, args, str(exc))
             return EXIT_USAGE
         traceback.print_exc()
@@ -326,7 +335,9 @@ def _input_errors() -> tuple[type[Exception], ...]:
     """Exception types that mean bad input (exit 2), wherever they are raised."""
     from gmm_volunteer.model.config import ConfigError
 
-    types: list[type[Exception]] = [ConfigError]
+    from gmm_volunteer.policies.guard import PolicyError
+
+    types: list[type[Exception]] = [ConfigError, PolicyError]
     try:
         from gmm_volunteer.io.bundle import BundleError
     except ImportError:

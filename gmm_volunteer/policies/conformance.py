@@ -71,7 +71,11 @@ def _check_structure(kind: str, cls: Any, options: dict) -> list[str]:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         return [f"{cls!r} is not a subclass of {base.__module__}.{base.__qualname__}"]
     problems = []
-    for hook, kernel in cls(**options).hooks().items():
+    try:
+        hooks = cls(**options).hooks()
+    except Exception as exc:  # a raise in __init__ or a missing hook
+        return [f"constructing it failed: {type(exc).__name__}: {exc}"]
+    for hook, kernel in hooks.items():
         if not hasattr(kernel, "py_func"):
             problems.append(f"hook {hook} is not an @njit function")
     opts = cls.validate_options(options)
@@ -158,7 +162,10 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     if kind not in ("scheduler", "executor", "autoscaler"):
         raise ValueError(f"kind must be 'scheduler', 'executor' or 'autoscaler', not {kind!r}")
     options = dict(options or {})
-    cls = resolve(kind, name)
+    try:
+        cls = resolve(kind, name)
+    except ValueError as exc:  # not importable, not a policy, its import raised
+        raise ConformanceError(f"{kind} {name!r}: {exc}") from None
     problems = _check_structure(kind, cls, options)
     if problems:
         raise ConformanceError(f"{kind} {name!r}: " + "; ".join(problems))
