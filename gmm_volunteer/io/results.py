@@ -340,6 +340,9 @@ def check_output_path(path, force: bool = False) -> Path:
             raise OutputPathError(
                 f"{text}: exists and is not a result store written by gmmv; refusing to "
                 "replace it (even with --force): remove it yourself or choose another path")
+        if "sweep_grid_file" in (store_attrs(p) or {}):  # another kind: a sweep's combined dataset
+            raise OutputPathError(f"{text}: is a sweep's combined dataset; a run store never "
+                                  "replaces it (even with --force)")
         if not force:
             if is_complete(p):
                 raise OutputPathError(f"{text}: a complete result store already exists; "
