@@ -16,6 +16,9 @@ EXIT_BAD_TRACES = 2
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    from gmm_volunteer.fitting.determinism import pin_threads_before_numpy
+
+    pin_threads_before_numpy()  # the same traces give the same bundle, run to run
     from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
     from gmm_volunteer.fitting.fit import fit_bundle
     from gmm_volunteer.fitting.hazard import DEGREES
