@@ -56,7 +56,9 @@ def real(lo: float | None = None, hi: float | None = None, *, lo_open: bool = Fa
 def distinct_seeds(seeds: list[int], option: str) -> list[int]:
     """`seeds` if no value repeats; a repeated seed is the same replicate twice (zero
     variance, a falsely tight interval), so it raises ValueError naming `option`."""
-    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    from collections import Counter
+
+    repeated = sorted(s for s, n in Counter(seeds).items() if n > 1)
     if repeated:
         raise ValueError(f"{option}: seeds repeat ({', '.join(map(str, repeated))}); "
                          f"replicates need distinct seeds")
