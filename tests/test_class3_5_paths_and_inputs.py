@@ -151,3 +151,22 @@ def test_class5_alias_bomb_under_a_grid_set_fails_fast(tmp_path):
     path.write_text(text)
     with pytest.raises(GridError, match="aliases"):
         load_grid(path)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "not json {", '{"dims": 3}'])
+def test_class4_bad_sweep_manifest_is_a_usage_error(tmp_path, capsys, text):
+    (tmp_path / "sweep.json").write_text(text)
+    code, err = _exit(["report", str(tmp_path), "-o", str(tmp_path / "r.html")], capsys)
+    assert code == 2 and "sweep.json" in err, err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_class4_summarize_on_a_combined_dataset_is_a_usage_error(tmp_path, capsys):
+    from gmm_volunteer.experiments.sweep import run_sweep
+
+    from helpers import fake_simulate
+
+    grid = load_grid(write_tiny_grid(tmp_path, grid={"server.capacity": [10]}, seeds=[1]))
+    report = run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    code, err = _exit(["summarize", str(report.combined)], capsys)
+    assert code == 2 and "combined dataset" in err, err

@@ -180,6 +180,9 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
         ds = open_result(path)
     except (FileNotFoundError, IncompleteResultError) as exc:
         raise CommandError(str(exc)) from None
+    if "run_complete" in ds:  # a sweep's combined dataset: a grid of runs, not one
+        raise CommandError(f"{path} is a sweep's combined dataset, not the store of one run: "
+                           f"open it with `gmmv report {path.parent}`")
     print(summarize(ds))
     if args.verbose and ds.attrs.get("config"):
         print("\nconfig of this run:\n" + str(ds.attrs["config"]).rstrip())
