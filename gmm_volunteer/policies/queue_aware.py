@@ -89,7 +89,7 @@ class TierOptions(MonitorOptions):
     # Completions a tier needs before its learned service time replaces the prior.
     min_samples: int = Field(20, ge=1)
     # Decisions kept in the result's decision log (later ones are counted, not kept).
-    decision_log: int = Field(100_000, ge=0, le=10_000_000)  # rows allocated up front
+    decision_log: int = Field(100_000, ge=0, le=1_000_000)  # rows allocated up front (56 bytes each)
     max_downloads_per_node: int = Field(1, ge=1)
 
 
