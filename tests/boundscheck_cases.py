@@ -52,7 +52,7 @@ def main(root: Path) -> int:
     from gmm_volunteer.model.engine import Simulation
 
     for name, d in cases(root):
-        cfg = config_from_dict({"steps": 150, "seed": 4, **d})
+        cfg = config_from_dict({"steps": 150, "seed": 4, "server": {"capacity": 10}, **d})
         record = Simulation(cfg).run(progress=False)
         n = int(np.asarray(record.request_user).size)
         print(f"ok: {name}: {n} requests ended", flush=True)

@@ -41,7 +41,9 @@ def test_class1_heap_count_due_counts_what_a_scan_counts():
 
 def _quick(model, users, steps=120, **extra):
     return config_from_dict({
-        "steps": steps, "seed": 4, "model": str(model), "users": {"count": users},
+        "steps": steps, "seed": 4, "model": str(model), "users": {"count": users}, "server": {"capacity": 10},
+        "availability": {"online": {"dist": "exponential", "mean": 80.0},
+                         "offline": {"dist": "exponential", "mean": 40.0}},
         "requests": {"think_time": {"dist": "exponential", "mean": 8.0}}, **extra})
 
 

@@ -60,7 +60,7 @@ def test_class2_complete_store_of_another_config_is_not_reused(tmp_path):
 
 def test_class2_repeated_seeds_are_refused(tmp_path, capsys, synthetic_model):
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "model": str(synthetic_model)}))
+    cfg.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "server": {"capacity": 10}, "model": str(synthetic_model)}))
     before = sorted(tmp_path.rglob("*"))
     code = main(["capacity", str(cfg), "--p99", "10s", "--seed-list", "1", "1", "-q"])
     assert code == 2
@@ -75,7 +75,7 @@ def test_class2_repeated_seeds_are_refused(tmp_path, capsys, synthetic_model):
 ])
 def test_class2_capacity_numeric_options_are_bounded(tmp_path, capsys, synthetic_model, argv, message):
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "model": str(synthetic_model)}))
+    cfg.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "server": {"capacity": 10}, "model": str(synthetic_model)}))
     with pytest.raises(SystemExit) as info:
         main(["capacity", str(cfg), "--p99", "10s", *argv])
     assert info.value.code == 2
@@ -113,14 +113,14 @@ def test_class2_damaged_store_is_refused(tmp_path, capsys, damage):
 ])
 def test_class2_autoscaler_options_that_overflow_are_refused(synthetic_model, options):
     with pytest.raises(ConfigError, match="autoscaler_options"):
-        config_from_dict({"model": str(synthetic_model), "autoscaler": "reactive",
+        config_from_dict({"model": str(synthetic_model), "server": {"capacity": 10}, "autoscaler": "reactive",
                           "autoscaler_options": options})
 
 
 @pytest.mark.parametrize("options", [{"decision_log": 10**9}, {"window_s": 2**63}, {"decision_log": 2**63}])
 def test_class2_scheduler_options_that_overflow_are_refused(synthetic_model, options):
     with pytest.raises(ConfigError, match="scheduler_options"):
-        config_from_dict({"model": str(synthetic_model), "scheduler": "queue_aware",
+        config_from_dict({"model": str(synthetic_model), "server": {"capacity": 10}, "scheduler": "queue_aware",
                           "scheduler_options": options})
 
 

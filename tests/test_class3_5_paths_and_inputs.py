@@ -30,7 +30,7 @@ def _never(*args, **kwargs):
 @pytest.fixture
 def cfg(tmp_path, synthetic_model):
     path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "model": str(synthetic_model)}))
+    path.write_text(yaml.safe_dump({"steps": 50, "users": {"count": 10}, "server": {"capacity": 10}, "model": str(synthetic_model)}))
     return path
 
 

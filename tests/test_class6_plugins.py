@@ -51,7 +51,7 @@ def plugin_dir(tmp_path, monkeypatch):
 
 def _config(tmp_path, synthetic_model, **extra):
     path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump({"steps": 40, "users": {"count": 10}, "model": str(synthetic_model),
+    path.write_text(yaml.safe_dump({"steps": 40, "users": {"count": 10}, "server": {"capacity": 10}, "model": str(synthetic_model),
                                     "requests": {"think_time": {"dist": "exponential", "mean": 4.0}},
                                     **extra}))
     return path

@@ -29,7 +29,7 @@ def test_class7_tune_force_never_replaces_a_config(tmp_path, capsys, synthetic_m
 
     monkeypatch.setattr(search, "tune", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     cfg = tmp_path / "cfg.yaml"
-    text = yaml.safe_dump({"steps": 400, "users": {"count": 10}, "model": str(synthetic_model),
+    text = yaml.safe_dump({"steps": 400, "users": {"count": 10}, "server": {"capacity": 10}, "model": str(synthetic_model),
                            "scheduler": "weighted"})
     cfg.write_text(text)
     code, err = _exit(["tune", str(cfg), "--method", "random", "-o", str(cfg), "--force"], capsys)
@@ -77,7 +77,7 @@ def test_class8_environment_refuses_non_finite_options(synthetic_model, option, 
     from gmm_volunteer.model.config import config_from_dict
     from gmm_volunteer.optimisation.env import SchedulingEnv
 
-    cfg = config_from_dict({"steps": 400, "model": str(synthetic_model), "scheduler": "weighted",
+    cfg = config_from_dict({"steps": 400, "model": str(synthetic_model), "scheduler": "weighted", "server": {"capacity": 10},
                             "users": {"count": 10}})
     with pytest.raises(ValueError, match=option):
         SchedulingEnv(cfg, k=10, warmup=10, **{option: value})

@@ -37,7 +37,7 @@ NUMBERS = st.one_of(
     st.integers(min_value=-(10**20), max_value=10**20),
     st.floats(allow_nan=True, allow_infinity=True),
 )
-BASE = {"seed": 3, "steps": 30, "users": {"count": 12},
+BASE = {"seed": 3, "steps": 30, "users": {"count": 12}, "server": {"capacity": 10},
         "requests": {"think_time": {"dist": "exponential", "mean": 4.0}}}
 
 

@@ -232,6 +232,7 @@ class Simulation:
                 if t == self._grown_at:  # grown here already, and the runner stopped again
                     raise RuntimeError(f"step {t}: growing the state's pools did not make room")
                 self._grown_at = t
+                self.t = t  # the bounds are those of step t (timers due by then)
                 self._grow()
             self.t = t
 
