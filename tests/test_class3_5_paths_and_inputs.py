@@ -77,7 +77,7 @@ def test_class3_unwritable_output_is_refused_before_the_work(tmp_path, cfg, caps
 @pytest.mark.parametrize("output, message", [
     (LONG + ".zarr", "a path component of 305 bytes"),
     ("/", "the file system root"),
-    (".", "the current folder"),
+    (".", "the current directory"),
 ])
 def test_class4_bad_output_paths_are_usage_errors(tmp_path, cfg, capsys, monkeypatch, output, message):
     import gmm_volunteer.model.engine as engine
@@ -99,7 +99,7 @@ def test_class4_sweep_output_root_or_here_is_refused(tmp_path, capsys, monkeypat
     monkeypatch.chdir(tmp_path)
     before = _files(tmp_path)
     code, err = _exit(["sweep", str(grid), "--serial", "-q"], capsys)
-    assert code == 2 and ("root" in err or "current folder" in err), err
+    assert code == 2 and ("root" in err or "current directory" in err), err
     assert _files(tmp_path) == before
 
 

@@ -3,8 +3,8 @@ rendering), so that a command does not spend minutes and then fail to write.
 
 `check_output_target` refuses, with a `CommandError` (exit 2) naming the option: an
 empty path, a path component longer than the file system allows (255 bytes), the file
-system root or the current folder as a target, and a place this process cannot create
-files in (probed with a temporary file of its own in the nearest existing folder, which
+system root or the current directory as a target, and a place this process cannot create
+files in (probed with a temporary file of its own in the nearest existing directory, which
 it removes at once; nothing else is created or removed).
 """
 
@@ -23,6 +23,8 @@ def path_problem(path: str | os.PathLike) -> str | None:
     text = os.fspath(path)
     if not str(text).strip():
         return "an empty path"
+    if "\0" in str(text):
+        return "the output path contains a NUL byte"
     p = Path(text)
     for part in p.parts:
         n = len(os.fsencode(part))
@@ -31,12 +33,12 @@ def path_problem(path: str | os.PathLike) -> str | None:
     try:
         resolved = p.resolve()
         here = Path.cwd().resolve()
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, ValueError) as exc:
         return f"cannot be resolved ({exc})"
     if resolved == Path(resolved.anchor):
         return "the file system root"
     if resolved == here or p.name in ("", ".", ".."):
-        return "the current folder (or its parent); name a file or folder inside it"
+        return "the current directory (or its parent); name a file or directory inside it"
     return None
 
 
@@ -52,7 +54,7 @@ def check_output_target(path: str | os.PathLike, option: str = "-o") -> Path:
     while not folder.exists():  # the nearest folder that exists: the rest is created later
         folder = folder.parent
     if not folder.is_dir():
-        raise CommandError(f"{option} {p}: {folder} is not a folder")
+        raise CommandError(f"{option} {p}: {folder} is not a directory")
     try:
         fd, probe = tempfile.mkstemp(prefix=".gmmv-probe-", dir=folder)
         os.close(fd)
