@@ -116,9 +116,12 @@ def run(args) -> int:
         check_run(at_end, str(args.config), available=None if avail is None else avail // workers)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
-    seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
-    if not seeds:
-        raise CommandError("--seeds: need at least one seed")
+    from gmm_volunteer.cli.argtypes import distinct_seeds
+
+    try:
+        seeds = distinct_seeds(list(range(args.seeds)) if args.seed_list is None else args.seed_list, "--seed-list")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     prefix = (Path(args.output) if args.output
               else Path("results") / f"capacity-setting-{Path(args.config).stem}")
     outputs = {"csv": prefix.with_name(prefix.name + ".csv"), "json": prefix.with_name(prefix.name + ".json")}

@@ -137,9 +137,12 @@ def run(args) -> int:
 
     base = cfg.base_profile.as_array()
     start = cfg.server.multipliers(base)
-    seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
-    if not seeds:
-        raise CommandError("--seeds: need at least one seed")
+    from gmm_volunteer.cli.argtypes import distinct_seeds
+
+    try:
+        seeds = distinct_seeds(list(range(args.seeds)) if args.seed_list is None else args.seed_list, "--seed-list")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     evaluator = simulation_evaluator(cfg, targets, seeds, confidence=args.confidence,
                                      completed_only=args.completed_only, workers=max(1, args.workers or 1))
     shown = pair or searched

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -88,7 +89,10 @@ def check_replaceable(paths, is_ours, command: str) -> None:
     """Refuse, before anything runs, to replace an output file this command did not write.
     `paths` maps a kind ("csv", "json", ...) to a path, `is_ours` maps the kind to a test
     of the file's first 256 bytes; `command` names the writer in the message."""
+    from gmm_volunteer.cli.outputs import check_output_target
+
     for kind, path in paths.items():
+        check_output_target(path)  # before the work: a long search that cannot write is wasted
         if path.is_dir():
             raise CommandError(f"-o: {path} is a directory")
         if not path.exists():
@@ -128,6 +132,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else cfg.output_path(args.config)
     # Checked before simulating so that a long run is not wasted. Only a store this
     # program wrote is ever replaced, and only with --force.
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    check_output_target(out, "-o" if args.output else "output.path")
     try:
         out = check_output_path(out, force=args.force)
         notes = clean_stale(out)  # may put back a store whose replacement was killed
@@ -179,6 +186,9 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
         ds = open_result(path)
     except (FileNotFoundError, IncompleteResultError) as exc:
         raise CommandError(str(exc)) from None
+    if "run_complete" in ds:  # a sweep's combined dataset: a grid of runs, not one
+        raise CommandError(f"{path} is a sweep's combined dataset, not the store of one run: "
+                           f"open it with `gmmv report {path.parent}`")
     print(summarize(ds))
     if args.verbose and ds.attrs.get("config"):
         print("\nconfig of this run:\n" + str(ds.attrs["config"]).rstrip())
@@ -200,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 unexpected failure, 2 usage/config/input error, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"gmmv {__version__}")
+    parser.add_argument("--no-plugins", action="store_true",
+                        help="refuse policies from outside the package (module:Class, entry points): "
+                             "a config naming one runs its code; also GMMV_NO_PLUGINS=1")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = subparsers.add_parser(
@@ -266,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     from gmm_volunteer.cli import feedback
 
     feedback.set_verbosity(feedback.level_of(args))
+    if getattr(args, "no_plugins", False):  # inherited by the worker processes started here
+        from gmm_volunteer.policies.guard import NO_PLUGINS_ENV
+
+        os.environ[NO_PLUGINS_ENV] = "1"
     try:
         with _warnings_as_messages(parser, args):
             return int(args.func(args) or EXIT_OK)
@@ -284,8 +301,18 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # a name from the input (an option, a config key)
+            _error(parser, args, f"{exc.filename or 'a path'}: a path component is longer than "
+                                 f"the file system allows (255 bytes)")
+            return EXIT_USAGE
+        traceback.print_exc()
+        _error(parser, args, f"unexpected failure: {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
     except Exception as exc:
         if isinstance(exc, _input_errors()):
+            if getattr(args, "verbose", False) and exc.__cause__ is not None:  # a plugin's own traceback
+                traceback.print_exception(exc.__cause__)
             _error(parser, args, str(exc))
             return EXIT_USAGE
         traceback.print_exc()
@@ -324,7 +351,9 @@ def _input_errors() -> tuple[type[Exception], ...]:
     """Exception types that mean bad input (exit 2), wherever they are raised."""
     from gmm_volunteer.model.config import ConfigError
 
-    types: list[type[Exception]] = [ConfigError]
+    from gmm_volunteer.policies.guard import PolicyError
+
+    types: list[type[Exception]] = [ConfigError, PolicyError]
     try:
         from gmm_volunteer.io.bundle import BundleError
     except ImportError:

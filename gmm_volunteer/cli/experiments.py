@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from gmm_volunteer.cli import argtypes
+
 
 def _add_output_flags(p, quiet_help: str = "no progress or notes") -> None:
     from gmm_volunteer.cli.commands import add_output_flags
@@ -59,6 +61,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         grid = load_grid(args.grid, output=args.output, overrides=overrides)
     except (GridError, ConfigError) as exc:
         raise CommandError(str(exc)) from None
+    if not args.dry_run:  # a sweep's folder: never the root or the current folder
+        from gmm_volunteer.cli.outputs import check_output_target
+
+        check_output_target(grid.output, "-o" if args.output else f"{args.grid}: output")
     if args.dask_address is None and not args.dry_run:
         _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
     if args.dry_run:
@@ -204,7 +210,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from gmm_volunteer.experiments.report import write_report
 
     CommandError = _command_error()
-    out = Path(args.output)
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    out = check_output_target(args.output)
     if out.is_dir():
         raise CommandError(f"-o {args.output}: is a directory; give the report's file name")
     if out.exists():
@@ -268,7 +276,11 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     cfg = load_checked_config(args.config, args.set, args.workers)
     from gmm_volunteer.cli import feedback
 
-    seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
+    try:
+        seeds = argtypes.distinct_seeds(list(range(args.seeds)) if args.seed_list is None else args.seed_list,
+                                        "--seed-list")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     feedback.info(f"capacity search: P{100 * args.quantile:g} targets "
                   + ", ".join(f"{'every type' if k == '*' else k} <= {v:g}s" for k, v in targets.items())
                   + f", {100 * args.confidence:g}% confidence, seeds {seeds}, range [{args.lo:g}, {args.hi:g}]x")
@@ -361,17 +373,19 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--p99", "--target", action="append", required=True, metavar="[TYPE=]DURATION[@LEVEL]",
                    help="latency target, e.g. 10s (every request type) or heavy10=30s; repeatable; "
                         "@LEVEL (vector search) sets this type's 1 - eps, e.g. light5=10s@0.999")
-    p.add_argument("--quantile", type=float, default=0.99,
+    p.add_argument("--quantile", type=argtypes.real(0.0, 1.0, lo_open=True, hi_open=True), default=0.99,
                    help="required fraction of requests within the target, 1 - eps (default 0.99)")
-    p.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
-    p.add_argument("--seeds", type=int, default=3, help="replicates per candidate (default 3: seeds 0..2)")
-    p.add_argument("--seed-list", type=int, nargs="+", metavar="SEED", help="explicit seeds")
-    p.add_argument("--lo", type=float, default=1.0, help="lowest multiplier (default 1)")
-    p.add_argument("--hi", type=float, default=100.0, help="highest multiplier (default 100)")
-    p.add_argument("--tol", type=float, default=0.05, help="relative bracket width to stop at (default 0.05)")
+    p.add_argument("--confidence", type=argtypes.real(0.0, 1.0, lo_open=True, hi_open=True), default=0.95,
+                   help="default 0.95")
+    p.add_argument("--seeds", type=argtypes.count(1), default=3, help="replicates per candidate (default 3: seeds 0..2)")
+    p.add_argument("--seed-list", type=argtypes.seed, nargs="+", metavar="SEED", help="explicit seeds (distinct)")
+    p.add_argument("--lo", type=argtypes.real(0.0, lo_open=True), default=1.0, help="lowest multiplier (default 1)")
+    p.add_argument("--hi", type=argtypes.real(0.0, lo_open=True), default=100.0, help="highest multiplier (default 100)")
+    p.add_argument("--tol", type=argtypes.real(0.0, lo_open=True), default=0.05,
+                   help="relative bracket width to stop at (default 0.05)")
     p.add_argument("--completed-only", action="store_true",
                    help="count completed requests only (default: every ended request, as eq. 3)")
-    p.add_argument("--workers", type=int, default=1, help="processes for the seeds of a candidate")
+    p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, help="processes for the seeds of a candidate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     from gmm_volunteer.cli import capacity_vector as capacity_vector_cli
 

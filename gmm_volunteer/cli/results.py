@@ -52,7 +52,9 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
     if args.name not in TABLES:
         raise CommandError(f"no table {args.name!r}; tables: {', '.join(TABLES)}")
-    out = Path(args.output)
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    out = check_output_target(args.output)
     if out.exists():
         try:
             resultfile.read(out)

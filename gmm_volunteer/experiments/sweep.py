@@ -14,6 +14,7 @@ same seed are paired.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -96,11 +97,11 @@ class Grid:
         specs = []
         keys = [key for key, _ in self.dims.values()]
         names = list(self.dims)
-        for combo in itertools.product(*(v for _, v in self.dims.values()), self.seeds):
+        combos = list(itertools.product(*(v for _, v in self.dims.values()), self.seeds))
+        all_coords = [{**dict(zip(names, combo[:-1])), "seed": combo[-1]} for combo in combos]
+        run_names = unique_run_names(all_coords)
+        for combo, coords, name in zip(combos, all_coords, run_names):
             *values, seed = combo
-            coords = dict(zip(names, values))
-            coords["seed"] = seed
-            name = run_name(coords)
             path = self.output / RUNS_DIR / f"{name}.zarr"
             overrides = dict(self.fixed)
             overrides.update(zip(keys, values))
@@ -132,6 +133,25 @@ def _fmt_value(v) -> str:
 def run_name(coords: dict) -> str:
     """Store name of a run, e.g. ``users-1000_user_capacity-2_..._seed-0``."""
     return "_".join(f"{k}-{_fmt_value(v)}" for k, v in coords.items())
+
+
+def unique_run_names(all_coords: list[dict]) -> list[str]:
+    """`run_name` of each run, unless two distinct points would share a name (values that
+    agree to the 6 digits of ``%g``, or texts that differ only in replaced characters):
+    then the names of this grid carry exact values (``repr`` of floats), and where even
+    those collide, a digest of the point. Grids without collisions keep their names."""
+    names = [run_name(c) for c in all_coords]
+    if len(set(names)) == len(names):
+        return names
+    exact = [run_name({k: repr(v) if isinstance(v, float) else v for k, v in c.items()}) for c in all_coords]
+    if len(set(exact)) == len(exact):
+        return exact
+    counts: dict = {}
+    for n in exact:
+        counts[n] = counts.get(n, 0) + 1
+    return [n if counts[n] == 1 else
+            f"{n}_{hashlib.sha256(json.dumps(c, sort_keys=True, default=repr).encode()).hexdigest()[:12]}"
+            for n, c in zip(exact, all_coords)]
 
 
 def _value_text(v) -> str:
@@ -171,17 +191,22 @@ def _per_value(data, grid: dict, fixed: dict, source: str) -> dict:
     return out
 
 
+MAX_SEEDS = 100_000  # replicates per grid point: far above any use, far below memory
+
+
 def _seeds(value, source: str) -> list[int]:
     if isinstance(value, bool):
         raise GridError(f"{source}: seeds: must be a count or a list of integers, got {value!r}")
     if isinstance(value, int):
-        if value < 1:
-            raise GridError(f"{source}: seeds: a count must be >= 1 (got {value})")
+        if not 1 <= value <= MAX_SEEDS:  # checked before a list of that length is built
+            raise GridError(f"{source}: seeds: a count must be between 1 and {MAX_SEEDS:,} (got {value})")
         return list(range(value))
     if isinstance(value, list) and value:
         for i, s in enumerate(value):
-            if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-                raise GridError(f"{source}: seeds.{i}: must be an integer >= 0 (got {s!r})")
+            if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**63:
+                raise GridError(f"{source}: seeds.{i}: must be an integer in [0, 2^63) (got {s!r})")
+        if len(value) > MAX_SEEDS:
+            raise GridError(f"{source}: seeds: at most {MAX_SEEDS:,} (got {len(value):,})")
         if len(set(value)) != len(value):
             raise GridError(f"{source}: seeds: values repeat ({value})")
         return list(value)
@@ -241,6 +266,11 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
             raise GridError(f"{source}: grid.{key}: set by the sweep itself; use 'seeds:' / 'output:'")
         if not isinstance(values, list) or not values:
             raise GridError(f"{source}: grid.{key}: must be a non-empty list of values, got {values!r}")
+        if any(isinstance(v, (dict, list)) for v in values):
+            # a coordinate of the combined dataset must be a plain value
+            raise GridError(f"{source}: grid.{key}: values must be numbers, text or booleans, not "
+                            f"mappings or lists; make a grid key of what varies inside "
+                            f"(e.g. {key}.count)")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             raise GridError(f"{source}: grid.{key}: values repeat ({values})")
         name = dim_name(str(key))
@@ -357,13 +387,17 @@ def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None,
         wall = time.perf_counter() - t0
         record.attrs.setdefault("wall_time_s", wall)
         # A store finished by a previous attempt of this run (e.g. a worker that kept
-        # going after its client was interrupted) is as good as ours.
-        if not is_complete(path):
+        # going after its client was interrupted) is as good as ours, if it holds this
+        # run's config: another run's store at this path would be a wrong cell.
+        if is_complete(path):
+            _check_same_config(path, cfg)
+        else:
             try:
                 write_result(record, path, overwrite=False)
             except FileExistsError:
                 if not is_complete(path):  # something else is in the way: a real failure
                     raise
+                _check_same_config(path, cfg)
         if checkpoint_every:
             from gmm_volunteer.model.checkpoint import checkpoint_dir, clear
 
@@ -372,6 +406,12 @@ def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None,
     except Exception as exc:  # reported, never fatal for the sweep
         return RunOutcome(name, "failed", path, time.perf_counter() - t0,
                           f"{type(exc).__name__}: {exc}", traceback.format_exc())
+
+
+def _check_same_config(path: str, cfg) -> None:
+    if (store_attrs(Path(path)) or {}).get("config") != cfg.to_yaml():
+        raise RuntimeError(f"{path}: a complete store of another config is in the way; "
+                           f"this run's result was not written")
 
 
 @dataclass

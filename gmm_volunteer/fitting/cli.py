@@ -16,12 +16,23 @@ EXIT_BAD_TRACES = 2
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
+    from gmm_volunteer.fitting.determinism import pin_threads_before_numpy
+
+    pin_threads_before_numpy()  # the same traces give the same bundle, run to run
     from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
     from gmm_volunteer.fitting.fit import fit_bundle
     from gmm_volunteer.fitting.hazard import DEGREES
     from gmm_volunteer.fitting.traces import TraceError
     from gmm_volunteer.io.bundle import BundleError, check_bundle_destination
 
+    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.outputs import check_output_target
+
+    try:
+        check_output_target(args.output)  # before minutes of fitting
+    except CommandError as err:
+        print(f"gmmv fit: {err}", file=sys.stderr)
+        return EXIT_BAD_TRACES
     try:
         check_bundle_destination(args.output)  # before minutes of fitting
     except BundleError as err:

@@ -111,7 +111,10 @@ def fit_bundle(
     say = log or (lambda message: None)
     say(f"reading and checking traces in {traces_dir}")
     traces = load_traces(traces_dir)
-    bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log)
+    from gmm_volunteer.fitting.determinism import single_threaded
+
+    with single_threaded():  # the same traces give the same bundle, run to run
+        bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log)
     validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:

@@ -29,6 +29,11 @@ PROGRESS_RESOURCE = {"data_download": "band_in", "input_download": "band_in",
                      "execution": "cpu", "upload": "band_out"}
 MAX_SIZE_MB = 1e9  # sizes and memory, MB
 MAX_LOG_SD = 10.0
+# Consumption statistics (%, MB, Mbit/s), allocation and transform parameters: far above
+# any measurement, far below what overflows the float32 series a run writes (3.4e38).
+MAX_STAT = 1e9
+MAX_IDW_POWER = 100.0  # distance ** power of levels ratios: 1e300 overflows to inf
+MAX_YJ_LAMBDA = 100.0
 
 
 def _spectral_radius(coefs: list[float], sign: float) -> float:
@@ -56,7 +61,7 @@ class Arma(_Strict):
     order: tuple[int, int]
     ar: list[float]
     ma: list[float]
-    sigma: float = Field(ge=0)
+    sigma: float = Field(ge=0, le=MAX_STAT)
     aic: float | None = Field(None, allow_inf_nan=True)
     # Diagnostics only (not read by the simulator): a failed candidate fit may be inf.
     aic_grid: dict[str, Annotated[float, Field(allow_inf_nan=True)]] | None = None
@@ -78,16 +83,16 @@ class Arma(_Strict):
 
 
 class YeoJohnson(_Strict):
-    lam: float
-    z_mean: float = 0.0
-    z_sd: float = Field(1.0, gt=0)
+    lam: float = Field(ge=-MAX_YJ_LAMBDA, le=MAX_YJ_LAMBDA)
+    z_mean: float = Field(0.0, ge=-MAX_STAT, le=MAX_STAT)
+    z_sd: float = Field(1.0, gt=0, le=MAX_STAT)
 
 
 class AllocationModel(_Strict):
     arma: Arma
     yeo_johnson: YeoJohnson
-    mean: float
-    sd: float = Field(ge=0)
+    mean: float = Field(ge=-MAX_STAT, le=MAX_STAT)
+    sd: float = Field(ge=0, le=MAX_STAT)
 
 
 class Memory(_Strict):
@@ -163,6 +168,11 @@ class Stats(_Strict):
             for l, x in enumerate(row):
                 if x < 0:
                     raise ValueError(f"sd[{i}][{l}] must be >= 0 (got {x!r})")
+        for name, rows in (("mean", self.mean), ("sd", self.sd)):
+            for i, row in enumerate(rows):
+                for l, x in enumerate(row):
+                    if abs(x) > MAX_STAT:
+                        raise ValueError(f"{name}[{i}][{l}] must be within +-{MAX_STAT:g} (got {x!r})")
         return self
 
 
@@ -188,7 +198,7 @@ class Stage(_Strict):
 
 
 class Consumption(_Strict):
-    idw_power: float = Field(2.0, gt=0)
+    idw_power: float = Field(2.0, gt=0, le=MAX_IDW_POWER)
     stages: dict[Literal[STAGES], Stage]
 
     @model_validator(mode="after")

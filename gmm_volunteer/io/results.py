@@ -28,6 +28,7 @@ import xarray as xr
 from gmm_volunteer import __version__
 from gmm_volunteer.io import conventions
 from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
+from gmm_volunteer.io.manifest import MANIFEST_NAME, CorruptStoreError, verify_manifest, write_manifest
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
 from gmm_volunteer.trajectory import TRAJECTORY_VERSION
@@ -42,6 +43,11 @@ class OutputPathError(ValueError):
 
 class IncompleteResultError(RuntimeError):
     """A result store exists but was never completed (interrupted or still being written)."""
+
+
+class DamagedResultError(IncompleteResultError):
+    """A complete store whose files disagree with its manifest (`io.manifest`): handled
+    wherever an incomplete one is, since neither can be read."""
 
 
 class ResultFormatError(ValueError):
@@ -283,7 +289,7 @@ def _only_zarr_entries(path: Path) -> bool:
     except OSError:
         return False
     for e in entries:
-        if e.name == "zarr.json" and e.is_file(follow_symlinks=False):
+        if e.name in ("zarr.json", MANIFEST_NAME) and e.is_file(follow_symlinks=False):
             continue
         if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "zarr.json")):
             continue
@@ -334,6 +340,9 @@ def check_output_path(path, force: bool = False) -> Path:
             raise OutputPathError(
                 f"{text}: exists and is not a result store written by gmmv; refusing to "
                 "replace it (even with --force): remove it yourself or choose another path")
+        if "sweep_grid_file" in (store_attrs(p) or {}):  # another kind: a sweep's combined dataset
+            raise OutputPathError(f"{text}: is a sweep's combined dataset; a run store never "
+                                  "replaces it (even with --force)")
         if not force:
             if is_complete(p):
                 raise OutputPathError(f"{text}: a complete result store already exists; "
@@ -482,6 +491,7 @@ def write_result(record_or_ds, path, overwrite: bool = False) -> Path:
     try:
         _write_store(ds, tmp)
         _mark_complete(tmp)
+        write_manifest(tmp)  # last: it covers the complete flag too
     except BaseException:
         # KeyboardInterrupt included: remove our partial output, re-raise. If even the
         # cleanup is interrupted the tmp name still never looks like a result.
@@ -533,6 +543,10 @@ def open_result(path, chunks=None) -> xr.Dataset:
             f"result store {path} is incomplete: it lacks the '{COMPLETE_ATTR}' attribute, "
             "so its run was interrupted or is still being written; re-run it"
         )
+    try:
+        verify_manifest(path)
+    except CorruptStoreError as exc:
+        raise DamagedResultError(str(exc)) from None
     # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).
     ds = xr.open_zarr(str(path), consolidated=_is_consolidated(path),
                       chunks={} if chunks is None else chunks)

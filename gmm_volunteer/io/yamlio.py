@@ -7,7 +7,9 @@ looks like it means:
 * numbers in exponent notation are numbers whatever their spelling: ``1e3``, ``1.0e3``,
   ``1.0E-3`` and ``1.0e+3`` all read as the real number they denote (PyYAML, following
   YAML 1.1, reads the first three as text). They are real numbers, never integers;
-* input nested deeper than `MAX_DEPTH` is refused instead of exhausting the stack.
+* input nested deeper than `MAX_DEPTH` is refused instead of exhausting the stack, and
+  input larger than `MAX_NODES` values once its aliases are expanded (a "billion laughs"
+  of a few hundred bytes) is refused before it is expanded.
 
 Problems raise `YAMLInputError` whose message starts with ``<source>:`` and names the
 line (and the key, for a duplicate).
@@ -20,10 +22,12 @@ from typing import Any
 
 import yaml
 
-__all__ = ["YAMLInputError", "load_yaml", "MAX_DEPTH"]
+__all__ = ["YAMLInputError", "load_yaml", "MAX_DEPTH", "MAX_NODES"]
 
 # Far more than any config, grid or bundle needs (a bundle nests about 8 deep).
 MAX_DEPTH = 50
+# Values of a document with its aliases expanded: a bundle has a few thousand.
+MAX_NODES = 1_000_000
 
 # YAML 1.2 core-schema floats: an exponent needs no sign and no decimal point.
 _FLOAT = re.compile(
@@ -75,6 +79,36 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _expanded_size(node: yaml.Node, limit: int) -> int:
+    """Nodes of the document with every alias expanded, counting each shared node once
+    per use, without expanding anything (memoised over the node graph; linear in its
+    size). Stops past `limit`; a node that contains itself counts as past it."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(node, False)]
+    while stack:
+        n, children_done = stack.pop()
+        key = id(n)
+        kids = ([c for kv in n.value for c in kv] if isinstance(n, yaml.MappingNode)
+                else list(n.value) if isinstance(n, yaml.SequenceNode) else [])
+        if children_done:
+            on_path.discard(key)
+            size[key] = min(limit + 1, 1 + sum(size[id(c)] for c in kids))
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            return limit + 1  # a recursive alias: infinitely large when expanded
+        on_path.add(key)
+        stack.append((n, True))
+        for c in kids:
+            if id(c) in on_path:
+                return limit + 1
+            if id(c) not in size:
+                stack.append((c, False))
+    return size[id(node)]
+
+
 def _depth(node: yaml.Node) -> int:
     """Nesting depth of a composed node tree, without recursion."""
     deepest, stack = 0, [(node, 1)]
@@ -110,6 +144,11 @@ def load_yaml(text: str | bytes, source: str) -> Any:
             raise YAMLInputError(f"{source}: nested too deeply (more than {MAX_DEPTH} levels)") from None
         if node is None:
             return None
+        # Aliases can make a few hundred bytes stand for billions of nodes ("billion
+        # laughs"): count the expanded document before anything walks or builds it.
+        if _expanded_size(node, MAX_NODES) > MAX_NODES:
+            raise YAMLInputError(f"{source}: too large once its aliases (*name) are expanded "
+                                 f"(more than {MAX_NODES:,} values)")
         if _depth(node) > MAX_DEPTH:
             line = node.start_mark.line + 1
             raise YAMLInputError(f"{source}: nested too deeply (more than {MAX_DEPTH} levels, "

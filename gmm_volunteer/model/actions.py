@@ -72,11 +72,25 @@ def assign(S, P, i, p, v, t, j=-1):
     """Place slot p of user i's request on node v (u^{y,pi} = execute), served by
     subtask j: the requested one (-1) or one of its model variants (P.var_list,
     docs/model.md D24)."""
+    # The ids come from a policy, possibly a plugin: a wrong one would write outside the
+    # state's arrays (numba does not check bounds), so it is refused here.
+    if i < 0 or i >= P.n_nodes or S.rq_type[i] < 0:
+        raise ValueError("assign: user id out of range or without an active request")
+    if p < 0 or p >= P.task_nsub[S.rq_type[i]]:
+        raise ValueError("assign: slot id out of range for the request's type")
+    if S.ex_node[i, p] >= 0:
+        raise ValueError("assign: slot already placed")
+    if v < 0 or v >= P.n_nodes:
+        raise ValueError("assign: node id out of range")
+    if j >= P.n_sub:
+        raise ValueError("assign: subtask id out of range")
     if j < 0:
         j = P.task_sub[S.rq_type[i], p]
     phase = first_phase(v)
     b = batch_born_now(S, P, v, j, phase, t) if P.batching else -1
     if b < 0:
+        if S.n_bfree[0] <= 0:  # cannot happen with the growth bound; never overrun
+            raise ValueError("assign: batch pool exhausted")
         b = batch_new(S, P, v, j, phase, t)
     S.ex_node[i, p] = v
     S.ex_phase[i, p] = phase
@@ -127,15 +141,32 @@ def pending_requests_fifo(S):
     return users
 
 
+@njit(cache=True, inline="always")
+def _check_node_sub(S, v, j):
+    """Refuse a (node, subtask) pair outside the readiness table (ids from a policy)."""
+    if v < 0 or v >= S.rd_state.shape[0]:
+        raise ValueError("download action: node id out of range")
+    if j < 0 or j >= S.rd_state.shape[1]:
+        raise ValueError("download action: subtask id out of range")
+
+
 @kernel
 def start_download(S, P, v, j, t):
     """u^{x,pi} = download: v starts fetching subtask j's data."""
+    _check_node_sub(S, v, j)
+    if S.rd_dl[v, j] >= 0:
+        raise ValueError("start_download: node already has a download of this subtask")
+    if S.n_dlfree[0] <= 0:
+        # The pool holds one new download per online node and step (+ 64): a policy that
+        # starts more in one step is told so rather than overrunning it.
+        raise ValueError("start_download: download pool exhausted (more downloads started in one step than online nodes + 64)")
     download_start(S, P, v, j, t)
 
 
 @kernel
 def pause_download(S, v, j):
     """Pause v's download of j; it keeps what it has. A paused download consumes nothing."""
+    _check_node_sub(S, v, j)
     if S.rd_state[v, j] == LOADING:
         S.rd_state[v, j] = PAUSED
         S.n_paused[0] += 1
@@ -144,6 +175,7 @@ def pause_download(S, v, j):
 
 @kernel
 def resume_download(S, v, j):
+    _check_node_sub(S, v, j)
     if S.rd_state[v, j] == PAUSED:
         S.rd_state[v, j] = LOADING
         S.n_paused[0] -= 1

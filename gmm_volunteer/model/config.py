@@ -532,9 +532,14 @@ class RunConfig(_Section):
         policy = policy_class(kind, name)
         if policy is not None:
             try:
-                policy.validate_options(v)
+                validated = policy.validate_options(v)
             except ValidationError as exc:
                 raise _OptionsError(exc, v, policy.Options) from None
+            from gmm_volunteer.policies.bounds import option_bound_problems
+
+            problems = option_bound_problems(validated.model_dump(mode="python"))
+            if problems:
+                raise ValueError("; ".join(problems))
         return v
 
     @model_validator(mode="after")

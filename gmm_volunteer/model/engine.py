@@ -35,6 +35,7 @@ from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.variants import served_series
 from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
+from gmm_volunteer.policies.guard import guard
 
 
 def stationary_availability(P: Params, g: np.random.Generator):
@@ -100,19 +101,23 @@ class Simulation:
         self._build_model(cfg, bundle if bundle is not None else load_bundle(cfg.model))
         self.seed_seq = rng_mod.seed_sequence(cfg.seed)
         gens = rng_mod.streams(self.seed_seq)
-        self.executor = make_executor(cfg.executor, cfg.executor_options)
-        self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
-        self.executor.reset(self.P, gens["executor"])
-        self.scheduler.reset(self.P, gens["scheduler"])
+        with guard([("executor", cfg.executor)], "__init__ or reset"):
+            self.executor = make_executor(cfg.executor, cfg.executor_options)
+            self.executor.reset(self.P, gens["executor"])
+        with guard([("scheduler", cfg.scheduler)], "__init__ or reset"):
+            self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
+            self.scheduler.reset(self.P, gens["scheduler"])
         # The autoscaler acts through the control plane between kernel calls (D17).
-        self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
-        self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
+        with guard([("autoscaler", cfg.autoscaler)], "__init__ or reset"):
+            self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
+            self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
         self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
-        for policy in (self.executor, self.scheduler):  # policies that keep arrays (routers)
-            if hasattr(policy, "prepare"):
-                policy.prepare(self.params, self.steps)
+        for kind, policy in (("executor", self.executor), ("scheduler", self.scheduler)):
+            if hasattr(policy, "prepare"):  # policies that keep arrays (routers)
+                with guard([(kind, getattr(cfg, kind))], "prepare"):
+                    policy.prepare(self.params, self.steps)
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
@@ -148,18 +153,19 @@ class Simulation:
 
     def advance(self) -> None:
         """Factors 1-6 of step `t` (the state update before the policies act)."""
-        if needs_growth(self.S, self.P):
+        if needs_growth(self.S, self.P, self.t):
             self._grow()
         dynamics_step(self.S, self.P, self.t)
 
     def _grow(self) -> None:
-        self.arrays = grow_if_needed(self.arrays, self.params)
+        self.arrays = grow_if_needed(self.arrays, self.params, self.t)
         self.S = pack_state(self.arrays)
 
     def act_control(self) -> None:
         """What the autoscaler's control plane has due at the start of step `t` (D17)."""
         if self.t >= self.control.next_event:
-            self.control.act(self.arrays, self.t)
+            with guard([("autoscaler", self.cfg.autoscaler)], "desired"):
+                self.control.act(self.arrays, self.t)
 
     def act_events(self) -> None:
         """The scripted events due at the start of step `t` (D25)."""
@@ -171,10 +177,12 @@ class Simulation:
         return int(min(stop, self.t + CHUNK, self.control.next_event, self.script.next_event))
 
     def act_executor(self) -> None:
-        self.executor.act(self.S, self.P, self.t)
+        with guard([("executor", self.cfg.executor)], "a hook (act_kernel)"):
+            self.executor.act(self.S, self.P, self.t)
 
     def act_scheduler(self) -> None:
-        self.scheduler.act(self.S, self.P, self.t)
+        with guard([("scheduler", self.cfg.scheduler)], "a hook (downloads or place)"):
+            self.scheduler.act(self.S, self.P, self.t)
 
     def run(self, progress: bool = True, fused: bool = True, until: int | None = None,
             checkpoint=None) -> RunRecord:
@@ -234,11 +242,14 @@ class Simulation:
     def _run_chunk(self, runner, end: int) -> None:
         """Steps t..end-1 through the fused runner, growing pools where it stops."""
         while self.t < end:
-            t = runner(self.S, self.P, self.t, end)
+            with guard([("executor", self.cfg.executor), ("scheduler", self.cfg.scheduler)],
+                       "a hook (act_kernel, downloads or place)"):
+                t = runner(self.S, self.P, self.t, end)
             if t < end:  # the pools must grow before step t
                 if t == self._grown_at:  # grown here already, and the runner stopped again
                     raise RuntimeError(f"step {t}: growing the state's pools did not make room")
                 self._grown_at = t
+                self.t = t  # the bounds are those of step t (timers due by then)
                 self._grow()
             self.t = t
 

@@ -127,6 +127,9 @@ def check_run(cfg, source: str, *, bundle=None, memory: bool = True, available: 
         raise ConfigError(
             f"{source}: requests.type_probabilities: has {len(probs)} entries but the model "
             f"bundle {Path(cfg.model)} defines {n_types} request types ({names})")
+    from gmm_volunteer.model.limits import check_representation
+
+    check_representation(cfg, bundle, source)
     if memory:
         avail = available_memory() if available is None else available
         if avail is not None:

@@ -248,16 +248,19 @@ _POOL_FILL = {f: -1 for f in ("b_node", "b_sub", "b_head", "b_nnext", "b_nprev",
                               "dl_node", "dl_sub", "dl_list", "dl_pos", "dl_run")}
 
 
-def grow_if_needed(st: State, P: Params) -> State:
+def grow_if_needed(st: State, P: Params, t: int) -> State:
     """Enlarge pools that could run out during the next step (called between steps).
 
-    Bounds for one step: new batches <= unplaced request slots + existing batches (a phase
-    change creates at most one batch per batch); new downloads <= online nodes; ended
-    requests <= users; heap pushes <= 2 per user.
+    Bounds for step t: new batches <= unplaced slots of the requests active after its
+    requests factor + existing batches (`kernels.step.batch_need`); new downloads <=
+    online nodes; ended requests <= users; heap pushes <= 2 per user.
     """
+    from gmm_volunteer.model.kernels.step import batch_need
+
     changes: dict = {}
     _, _, _, b_fields = _POOL_GROUPS["batch"]
-    _grow_pool(st, changes, b_fields, "b_free", "n_bfree", int(st.n_rq[0]) * P.max_slots + int(st.n_b[0]) + 64)
+    need = batch_need(st.rh_t, st.rh_n, int(st.n_rq[0]), int(st.n_b[0]), int(P.max_slots), int(t))
+    _grow_pool(st, changes, b_fields, "b_free", "n_bfree", int(need))
     _, _, _, d_fields = _POOL_GROUPS["download"]
     _grow_pool(st, changes, d_fields, "dl_free", "n_dlfree", int(st.n_on[0]) + 64)
     size = merge_table_size(changes.get("b_node", st.b_node).shape[0])

@@ -8,9 +8,12 @@ import math
 import time
 from pathlib import Path
 
+from gmm_volunteer.cli import argtypes
+from gmm_volunteer.cli.argtypes import COUNT_MAX, SEED_MAX
 from gmm_volunteer.cli.commands import CommandError, add_output_flags
 
 DEFAULT_BASELINES = "centralized,uniform,affinity,asrb,queue_aware"
+TUNE_HEAD = b'{\n "config": {'  # how every --output file of gmmv tune begins
 
 
 def parse_seeds(text: str, option: str) -> list[int]:
@@ -18,12 +21,14 @@ def parse_seeds(text: str, option: str) -> list[int]:
     try:
         if "-" in text and "," not in text:
             lo, hi = (int(x) for x in text.split("-", 1))
+            if not 0 <= lo <= hi <= SEED_MAX or hi - lo >= COUNT_MAX:  # before the list is built
+                raise CommandError(f"{option}: a range of at most {COUNT_MAX:,} seeds in [0, 2^63), got {text!r}")
             seeds = list(range(lo, hi + 1))
         else:
             seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise CommandError(f"{option}: expected seeds like 0-3 or 0,5,9, got {text!r}") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+    if not seeds or min(seeds) < 0 or max(seeds) > SEED_MAX or len(set(seeds)) != len(seeds):
         raise CommandError(f"{option}: need distinct non-negative seeds, got {text!r}")
     return seeds
 
@@ -58,8 +63,15 @@ def _check(args) -> tuple:
             raise CommandError(f"--method {args.method}: the package {args.method!r} is not installed "
                                "(pip install 'gmm-volunteer[optimise]', or --method random)") from None
     out = Path(args.output) if args.output else None
-    if out is not None and out.exists() and not args.force:
-        raise CommandError(f"--output: {out} exists (use --force to replace it)")
+    if out is not None:
+        from gmm_volunteer.cli.commands import check_replaceable
+        from gmm_volunteer.cli.outputs import check_output_target
+
+        check_output_target(out, "--output")
+        if out.exists() and not args.force:
+            raise CommandError(f"--output: {out} exists (use --force to replace it)")
+        # --force replaces only a file this command wrote (a config, say, never)
+        check_replaceable({"json": out}, {"json": lambda head: head.startswith(TUNE_HEAD)}, "gmmv tune")
     path = args.config or DEFAULT_CONFIG
     try:
         cfg = resolve_config(load_config(path, args.set or ()))
@@ -131,17 +143,17 @@ def add_subcommands(subparsers) -> None:
                    help="override a config key, e.g. --set users.count=500 (repeatable)")
     p.add_argument("--method", choices=("cma", "optuna", "random"), default="cma",
                    help="optimiser (cma and optuna need the [optimise] extra; default cma)")
-    p.add_argument("--trials", type=int, default=30, help="evaluated weight vectors (default 30)")
+    p.add_argument("--trials", type=argtypes.count(1, 100_000), default=30, help="evaluated weight vectors (default 30)")
     p.add_argument("--train-seeds", default="0-3", metavar="SEEDS", help="training seeds (default 0-3)")
     p.add_argument("--test-seeds", default="100-109", metavar="SEEDS",
                    help="held-out seeds (default 100-109)")
     p.add_argument("--weights", default="server_weight,batch_weight,memory_weight,wait_weight",
                    metavar="NAMES", help="weights to tune (default all four; others keep their defaults)")
-    p.add_argument("--bound", type=float, default=10.0, help="search box [-bound, bound] (default 10)")
-    p.add_argument("--warmup", type=int, default=300, help="steps left out of the metrics (default 300)")
+    p.add_argument("--bound", type=argtypes.real(0.0, 1e6, lo_open=True), default=10.0, help="search box [-bound, bound] (default 10)")
+    p.add_argument("--warmup", type=argtypes.count(0, 10**9), default=300, help="steps left out of the metrics (default 300)")
     p.add_argument("--baselines", default=DEFAULT_BASELINES, metavar="NAMES",
                    help=f"schedulers to compare with (default {DEFAULT_BASELINES})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the optimiser (default 0)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="seed of the optimiser (default 0)")
     p.add_argument("-o", "--output", metavar="JSON", help="also write everything to this JSON file")
     p.add_argument("--force", action="store_true", help="replace an existing --output file")
     add_output_flags(p, "no progress lines")

@@ -55,6 +55,33 @@ def with_seed(cfg: RunConfig, seed: int) -> RunConfig:
     return cfg.model_copy(update={"seed": int(seed)})
 
 
+ENV_MAX = 1e12  # bound of every numeric option: far above any meaningful setting
+
+
+def _check_options(*, k, warmup, weight_bound, capacity_cost, reward_scale, latency_scale,
+                   latency_cap, initial_weights) -> None:
+    """Every option finite and in range: NaN passes every comparison and would put NaN
+    observations outside the observation space and NaN or -inf into the rewards."""
+    import math
+
+    def real(name, x, lo, lo_open=True):
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(x) or not (x > lo if lo_open else x >= lo) or abs(x) > ENV_MAX:
+            raise ValueError(f"{name}: need a finite number {'>' if lo_open else '>='} {lo:g} "
+                             f"and <= {ENV_MAX:g}, got {x!r}")
+
+    for name, x, lo in (("k", k, 1), ("warmup", warmup, 0)):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= x <= 10**9:
+            raise ValueError(f"{name}: need an integer in [{lo}, 10^9], got {x!r}")
+    real("weight_bound", weight_bound, 0.0)
+    real("latency_scale", latency_scale, 0.0)
+    real("latency_cap", latency_cap, 0.0)
+    # a cost or scale of either sign is a choice; only its finiteness is required
+    real("reward_scale", reward_scale, -ENV_MAX, lo_open=False)
+    real("capacity_cost", capacity_cost, -ENV_MAX, lo_open=False)
+    for i, w in enumerate(initial_weights):
+        real(f"initial_weights[{i}]", w, -ENV_MAX, lo_open=False)
+
 class SchedulingEnv(gym.Env):
     """`gmm_volunteer/Scheduling-v0` (module docstring). Options:
 
@@ -75,8 +102,9 @@ class SchedulingEnv(gym.Env):
     def __init__(self, config=None, overrides=(), k: int = 60, warmup: int = 300,
                  weight_bound: float = 10.0, capacity_cost: float = 0.0, reward_scale: float = 1.0,
                  initial_weights=(0.0, 0.0, 0.0, -20.0), latency_scale: float = 60.0, latency_cap: float = 10.0):
-        if k < 1 or warmup < 0 or weight_bound <= 0 or latency_scale <= 0 or latency_cap <= 0:
-            raise ValueError("need k >= 1, warmup >= 0 and positive weight_bound, latency_scale, latency_cap")
+        _check_options(k=k, warmup=warmup, weight_bound=weight_bound, capacity_cost=capacity_cost,
+                       reward_scale=reward_scale, latency_scale=latency_scale, latency_cap=latency_cap,
+                       initial_weights=initial_weights)
         self.cfg = resolve_config(config, overrides)
         if warmup + k > self.cfg.steps:
             raise ValueError(f"warmup + k = {warmup + k} exceeds the config's steps ({self.cfg.steps})")

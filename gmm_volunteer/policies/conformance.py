@@ -71,7 +71,11 @@ def _check_structure(kind: str, cls: Any, options: dict) -> list[str]:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         return [f"{cls!r} is not a subclass of {base.__module__}.{base.__qualname__}"]
     problems = []
-    for hook, kernel in cls(**options).hooks().items():
+    try:
+        hooks = cls(**options).hooks()
+    except Exception as exc:  # a raise in __init__ or a missing hook
+        return [f"constructing it failed: {type(exc).__name__}: {exc}"]
+    for hook, kernel in hooks.items():
         if not hasattr(kernel, "py_func"):
             problems.append(f"hook {hook} is not an @njit function")
     opts = cls.validate_options(options)
@@ -158,7 +162,10 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     if kind not in ("scheduler", "executor", "autoscaler"):
         raise ValueError(f"kind must be 'scheduler', 'executor' or 'autoscaler', not {kind!r}")
     options = dict(options or {})
-    cls = resolve(kind, name)
+    try:
+        cls = resolve(kind, name)
+    except ValueError as exc:  # not importable, not a policy, its import raised
+        raise ConformanceError(f"{kind} {name!r}: {exc}") from None
     problems = _check_structure(kind, cls, options)
     if problems:
         raise ConformanceError(f"{kind} {name!r}: " + "; ".join(problems))
@@ -171,9 +178,13 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
             model = Path(tmp) / "bundle"
             write_bundle(synthetic_bundle(), model)
         for cfg in _configs(Path(model), kind, name, options, steps):
-            first = Simulation(cfg).run(progress=False)
-            second = Simulation(cfg).run(progress=False)
-            stepped = Simulation(cfg).run(progress=False, fused=False)
+            try:
+                first = Simulation(cfg).run(progress=False)
+                second = Simulation(cfg).run(progress=False)
+                stepped = Simulation(cfg).run(progress=False, fused=False)
+            except Exception as exc:  # a policy that raises, or an action it misused, is a finding
+                problems.append(f"seed {cfg.seed}: the run failed: {type(exc).__name__}: {exc}")
+                continue
             if diff := _records_equal(first, second):
                 problems.append(f"seed {cfg.seed}: same seed, different records ({', '.join(diff)})")
             if diff := _records_equal(first, stepped):
@@ -184,6 +195,8 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
                 _run_checked(cfg)
             except AssertionError as exc:
                 problems.append(f"seed {cfg.seed}: invariant broken: {exc}")
+            except Exception as exc:
+                problems.append(f"seed {cfg.seed}: the stepped run failed: {type(exc).__name__}: {exc}")
     if problems:
         raise ConformanceError(f"{kind} {name!r}: " + "; ".join(problems))
     done += ["determinism", "fused equals stepped", "invariants every step", "buffers drained"]

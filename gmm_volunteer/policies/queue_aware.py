@@ -82,14 +82,14 @@ class TierOptions(MonitorOptions):
 
     model_config = OPTIONS_CONFIG
     # Sliding window of the per-tier arrival rates, s.
-    window_s: int = Field(60, ge=1)
+    window_s: int = Field(60, ge=1, le=1_000_000)  # a ring of this many steps per tier
     # Utilization above which the wait estimate is multiplied by `penalty` (seed 002: 0.9).
     utilization_threshold: float = Field(0.9, gt=0.0)
     penalty: float = Field(2.0, ge=1.0)
     # Completions a tier needs before its learned service time replaces the prior.
     min_samples: int = Field(20, ge=1)
     # Decisions kept in the result's decision log (later ones are counted, not kept).
-    decision_log: int = Field(100_000, ge=0)
+    decision_log: int = Field(100_000, ge=0, le=1_000_000)  # rows allocated up front (56 bytes each)
     max_downloads_per_node: int = Field(1, ge=1)
 
 

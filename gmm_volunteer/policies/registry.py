@@ -116,11 +116,25 @@ def import_string(spec: str) -> Any:
 
 def resolve(kind: str, name: str) -> Any:
     """The policy class (or legacy factory) a config's `name` refers to."""
+    from gmm_volunteer.policies.guard import NO_PLUGINS_ENV, plugins_refused
+
     found = _REGISTERED[kind].get(name)
+    if found is not None and name not in _BUILTIN[kind] and plugins_refused():
+        raise UnknownPolicyError(f"{kind} {name!r}: plugins are refused ({NO_PLUGINS_ENV} is set)")
+    outside = found is None  # an entry point or module:Class: checked to be a policy below
     if found is None:
         eps = _entry_points(kind)
+        if (name in eps or ":" in name) and plugins_refused():
+            raise UnknownPolicyError(f"{kind} {name!r}: plugins are refused ({NO_PLUGINS_ENV} is set "
+                                     f"or --no-plugins given); a config naming module:Class runs its code")
         if name in eps:
-            found = eps[name].load()
+            try:
+                found = eps[name].load()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 (SystemExit at import included)
+                raise UnknownPolicyError(f"{kind} {name!r}: loading the entry point failed: "
+                                         f"{type(exc).__name__}: {exc}") from None
         elif ":" in name:
             found = name
     if found is None:
@@ -136,7 +150,32 @@ def resolve(kind: str, name: str) -> Any:
             found = import_string(found)
         except (ImportError, AttributeError, ValueError) as exc:
             raise UnknownPolicyError(f"{kind} {name!r}: cannot import {found!r}: {exc}") from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 (a module's own error, SystemExit included)
+            raise UnknownPolicyError(f"{kind} {name!r}: importing {found!r} failed: "
+                                     f"{type(exc).__name__}: {exc}") from None
+    if outside:
+        _check_is_policy(kind, name, found)
     return found
+
+
+def _check_is_policy(kind: str, name: str, obj: Any) -> None:
+    """A name from outside the package must be a policy class of its kind with jitted
+    hooks: anything else (``os:system``, ``builtins:object``) would be called with the
+    config's options as arguments."""
+    from gmm_volunteer.policies.autoscalers.base import Autoscaler
+    from gmm_volunteer.policies.base import Executor, KernelPolicy, Scheduler
+
+    if kind != "autoscaler" and isinstance(obj, type) and issubclass(obj, KernelPolicy):
+        return  # the deprecated base (its own `act`, stepped from Python), kept for 0.6
+    base = {"scheduler": Scheduler, "executor": Executor, "autoscaler": Autoscaler}[kind]
+    if not (isinstance(obj, type) and issubclass(obj, base)) or obj is base:
+        raise UnknownPolicyError(f"{kind} {name!r}: {obj!r} is not a {kind} (a subclass of "
+                                 f"{base.__module__}.{base.__qualname__})")
+    missing = [h for h in obj._HOOKS if not hasattr(getattr(obj, h, None), "py_func")]
+    if missing:
+        raise UnknownPolicyError(f"{kind} {name!r}: hook(s) {', '.join(missing)} missing or not @njit functions")
 
 
 def policy_class(kind: str, name: str) -> type | None:

@@ -44,7 +44,7 @@ from gmm_volunteer.model.kernels.step import dynamics_step, needs_growth
 @njit(cache={cache})
 def run(S, P, t0, t1, ex_args, sc_args):
     for t in range(t0, t1):
-        if needs_growth(S, P):
+        if needs_growth(S, P, t):
             return t
         dynamics_step(S, P, t)
         executor_act(S, P, t, ex_args)

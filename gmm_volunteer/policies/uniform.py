@@ -15,7 +15,7 @@ class UniformOptions(BaseModel):
     model_config = OPTIONS_CONFIG
     # Random draws among the candidates before the exact scan (the result is uniform
     # over the feasible nodes either way; more tries trade draws for scans).
-    rejection_tries: int = Field(8, ge=0)
+    rejection_tries: int = Field(8, ge=0, le=10_000)  # draws per placement before the exact scan
     # Concurrent subtask-data downloads per user node (docs/model.md explains 1).
     max_downloads_per_node: int = Field(1, ge=1)
 

@@ -5,6 +5,8 @@ durations when a state is entered (laws.discrete_duration), so a step only touch
 users whose timer fires, not every user.
 """
 
+import numpy as np
+
 from gmm_volunteer.model.kernels.jit import kernel
 
 
@@ -51,3 +53,33 @@ def heap_pop(ht, hv, htok, hn):
         hv[i] = v
         htok[i] = k
     return t0, v0, k0
+
+
+@kernel
+def heap_count_due(ht, hn, t):
+    """How many entries have time <= t, visiting only those and their children.
+
+    A node later than t roots a subtree later than t (heap order), so a depth-first walk
+    that stops there costs O(due entries). The stack holds at most one pending sibling
+    per level plus two children: 130 entries cover any heap an int64 count can index."""
+    n = hn[0]
+    if n == 0 or ht[0] > t:
+        return 0
+    stack = np.empty(130, np.int64)
+    stack[0] = 0
+    top = 1
+    count = 0
+    while top > 0:
+        top -= 1
+        i = stack[top]
+        if ht[i] > t:
+            continue
+        count += 1
+        c = 2 * i + 1
+        if c + 1 < n:
+            stack[top] = c + 1
+            top += 1
+        if c < n:
+            stack[top] = c
+            top += 1
+    return count

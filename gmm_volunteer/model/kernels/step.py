@@ -7,6 +7,7 @@ one, or a fused runner (`policies.fused`) runs whole chunks of steps in one kern
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.allocation import step_allocations
+from gmm_volunteer.model.kernels.heap import heap_count_due
 from gmm_volunteer.model.kernels.consumption import step_completions, step_consumption
 from gmm_volunteer.model.kernels.people import step_availability, step_requests
 from gmm_volunteer.model.kernels.script import overload_allocations
@@ -30,11 +31,22 @@ def dynamics_step(S, P, t):
 
 
 @kernel
-def needs_growth(S, P):
-    """Whether a pool could run out during the next step (`state.grow_if_needed` has the
+def batch_need(rh_t, rh_n, n_rq, n_b, max_slots, t):
+    """Free batches step t may take: one per unplaced slot of a request active after its
+    requests factor (those active now and those whose timer is due at t: a request starts
+    only when a think-time timer fires, and timers pushed during a step are due later),
+    plus the existing batches. The slack of 64 once stood for the new requests; it stays
+    as the floor so that pools grow when they always did."""
+    due = heap_count_due(rh_t, rh_n, t)
+    return n_rq * max_slots + n_b + max(64, due * max_slots)
+
+
+@kernel
+def needs_growth(S, P, t):
+    """Whether a pool could run out during step t (`state.grow_if_needed` has the
     bounds: new batches, new downloads, ended requests, timer pushes)."""
     return (
-        S.n_bfree[0] < S.n_rq[0] * P.max_slots + S.n_b[0] + 64
+        S.n_bfree[0] < batch_need(S.rh_t, S.rh_n, S.n_rq[0], S.n_b[0], P.max_slots, t)
         or S.n_dlfree[0] < S.n_on[0] + 64
         or S.n_lg[0] + P.n_nodes + 8 > S.lg_user.shape[0]
         or S.rh_n[0] + 2 * P.n_nodes + 8 > S.rh_t.shape[0]

@@ -46,10 +46,10 @@ class AutoscalerOptions(BaseModel):
 
     model_config = OPTIONS_CONFIG
     period: int = Field(15, ge=1)  # s between decisions (a horizontal pod autoscaler's sync period)
-    unit: float = Field(1.0, gt=0)  # capacity multiplier of one unit (x base_profile)
-    min_units: int = Field(1, ge=0)
-    max_units: int = Field(64, ge=1)
-    initial_units: int | None = Field(None, ge=0)
+    unit: float = Field(1.0, gt=0, le=1e6)  # capacity multiplier of one unit (x base_profile)
+    min_units: int = Field(1, ge=0, le=1_000_000)
+    max_units: int = Field(64, ge=1, le=1_000_000)
+    initial_units: int | None = Field(None, ge=0, le=1_000_000)
     provisioning_delay: int = Field(30, ge=0)  # s from a scale-out order to its capacity
     cooldown: int = Field(300, ge=0)  # s a lower recommendation must hold before scale-in
     monitor: MonitorOptions = Field(default_factory=MonitorOptions)

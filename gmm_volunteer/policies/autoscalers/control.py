@@ -94,7 +94,12 @@ class ControlPlane:
             self.monitor.scrape(arrays, t, self.units)
         if t > 0 and t % o.period == 0:
             obs = self.monitor.visible(t)
-            want = int(self.autoscaler.desired(obs, self.target, t))
+            raw = self.autoscaler.desired(obs, self.target, t)
+            if isinstance(raw, bool) or not isinstance(raw, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(raw):
+                raise ValueError(f"desired() returned {raw!r} at step {t}; it must return a whole "
+                                 f"number of units")
+            want = int(raw)
             self._reconcile(arrays, min(max(want, o.min_units), o.max_units), t)
         for order in [p for p in self.pending if p[1] <= t]:
             self.pending.remove(order)

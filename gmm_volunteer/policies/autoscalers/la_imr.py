@@ -98,7 +98,7 @@ def fit_latency_model(per_unit_rate, latency, weights=None) -> tuple[float, floa
 class LaImrOptions(AutoscalerOptions):
     alpha: float = Field(35.0, ge=0)  # s, idle latency (placeholder: fit it)
     beta: float = Field(20.0, ge=0)  # s per (request/s/unit)^gamma
-    gamma: float = Field(1.5, gt=0)
+    gamma: float = Field(1.5, gt=0, le=10)  # rate ** gamma overflows beyond
     budget: float = Field(60.0, gt=0)  # s, mean-latency budget
     ewma: float = Field(0.3, gt=0, le=1)  # weight of the newest arrival-rate scrape
     work_per_request: float | None = Field(None, gt=0)  # CPU-s; None = measured

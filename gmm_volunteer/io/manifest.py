@@ -1,0 +1,69 @@
+"""A manifest of a result store's files with their sizes and CRC-32 checksums, written
+last (after ``complete``) and checked when the store is opened: a store whose chunk
+folder was deleted or whose bytes changed is refused (exit 2) instead of being read as
+fill values, which zarr gives for missing chunks without complaint.
+
+Stores written before the manifest existed have none and open as before.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+MANIFEST_NAME = "gmmv-manifest.json"
+FORMAT = "gmmv-store-manifest"
+
+
+class CorruptStoreError(RuntimeError):
+    """A store's files disagree with its manifest (missing, changed or unreadable)."""
+
+
+def _crc(path: Path) -> str:
+    crc = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return f"{crc:08x}"
+
+
+def _files(store: Path) -> list[Path]:
+    return sorted(p for p in store.rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
+
+
+def write_manifest(store: Path) -> None:
+    """Record every file of `store` (relative path -> [size, crc32])."""
+    store = Path(store)
+    files = {p.relative_to(store).as_posix(): [p.stat().st_size, _crc(p)] for p in _files(store)}
+    text = json.dumps({"format": FORMAT, "format_version": 1, "files": files}, indent=0, sort_keys=True)
+    (store / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
+
+
+def verify_manifest(store: Path) -> None:
+    """Raise `CorruptStoreError` naming the first file of `store` that is missing or
+    differs from the manifest; a store without a manifest passes (older versions)."""
+    store = Path(store)
+    path = store / MANIFEST_NAME
+    if not path.exists():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["files"]
+        if data.get("format") != FORMAT or not isinstance(files, dict):
+            raise ValueError("not a store manifest")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptStoreError(f"result store {store}: its manifest {MANIFEST_NAME} is unreadable ({exc})") from None
+    for rel, entry in sorted(files.items()):
+        p = store / rel
+        try:
+            size, crc = entry
+            if not p.is_file():
+                raise CorruptStoreError(f"result store {store}: {rel} is missing; the store is damaged, re-run it")
+            if p.stat().st_size != size or _crc(p) != crc:
+                raise CorruptStoreError(f"result store {store}: {rel} differs from what was written "
+                                        f"(size or checksum); the store is damaged, re-run it")
+        except (TypeError, ValueError):
+            raise CorruptStoreError(f"result store {store}: its manifest entry for {rel} is malformed") from None
+        except OSError as exc:
+            raise CorruptStoreError(f"result store {store}: {rel} cannot be read ({exc})") from None
