@@ -31,6 +31,7 @@ def _fit_twice(traces: Path, tmp_path: Path, *extra: str) -> list[str]:
     return digests
 
 
+@pytest.mark.slow  # two fits: about 6 CPU-minutes
 def test_class9_two_fits_of_the_same_traces_have_one_digest(tmp_path):
     traces = tmp_path / "traces"
     write_synthetic_traces(traces, SyntheticSpec(duration_s=900, n_types=3, batch_sizes=(1, 5), reps=3,
