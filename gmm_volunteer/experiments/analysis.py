@@ -29,8 +29,21 @@ def _is_run_store(ds: xr.Dataset) -> bool:
     return "request" in ds.dims and "request_outcome" in ds
 
 
+def _is_open_runs(ds: xr.Dataset) -> bool:
+    return "run" in ds.dims and "request_count" in ds and _is_run_store(ds)
+
+
 def metrics(ds: xr.Dataset, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
-    """Per-run statistics for a result store; combined/statistics datasets pass through."""
+    """Per-run statistics for a result store, or along ``run`` for `open_runs` stores
+    (each run's statistics from its own store, without the padding); combined and
+    statistics datasets pass through."""
+    if _is_open_runs(ds):
+        from gmm_volunteer.io.results import open_result
+
+        per_run = [run_metrics(open_result(str(path)), quantiles) for path in ds["run"].values]
+        run_coords = {k: v for k, v in ds.coords.items() if v.dims == ("run",)}
+        return xr.concat(per_run, dim="run", coords="minimal", compat="override",
+                         combine_attrs="drop_conflicts").assign_coords(run_coords)
     return run_metrics(ds, quantiles) if _is_run_store(ds) else ds
 
 
