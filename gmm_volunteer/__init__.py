@@ -5,8 +5,8 @@ Inference for Efficient QoS-Aware Autoscaling", section 2. See docs/model.md; th
 layers (model, policies, io, experiments, cli, fitting, testing): docs/api.md.
 """
 
-__version__ = "0.6.0"
-
-from gmm_volunteer import _moved  # noqa: E402
+from gmm_volunteer._version import __version__  # noqa: F401
+from gmm_volunteer import _hooks, _moved  # noqa: E402
 
 _moved.install()  # 0.3's module paths, for one release
+_hooks.install()  # ds.gmmv on every xarray Dataset

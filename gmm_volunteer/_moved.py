@@ -46,6 +46,9 @@ MOVED: dict[str, str] = {
     "gmm_volunteer.feedback": "gmm_volunteer.cli.feedback",
     "fitting": "gmm_volunteer.fitting",
 }
+# Old top-level names: served only when nothing on the import path has a module of that
+# name (the wheel ships no `fitting`), so that the package never hides a user's own.
+TOP_LEVEL = frozenset({"fitting"})
 
 
 def new_name(old: str) -> str | None:
@@ -57,9 +60,23 @@ def new_name(old: str) -> str | None:
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`last`: the instance after every other finder, which alone serves a top-level
+    name of TOP_LEVEL; the first one serves everything else (a module below such a name
+    only when that name is our alias, not a user's module of the same name)."""
+
+    def __init__(self, last: bool = False):
+        self.last = last
+
     def find_spec(self, fullname, path=None, target=None):
-        if new_name(fullname) is None:
+        new = new_name(fullname)
+        if new is None:
             return None
+        top, _, rest = fullname.partition(".")
+        if top in TOP_LEVEL:
+            if not rest and not self.last:
+                return None
+            if rest and sys.modules.get(top) is not sys.modules.get(MOVED[top], object()):
+                return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
@@ -79,3 +96,4 @@ def install() -> None:
     if not any(isinstance(f, _Alias) for f in sys.meta_path):
         # First, so that an old package's __path__ never loads a second copy of a module.
         sys.meta_path.insert(0, _Alias())
+        sys.meta_path.append(_Alias(last=True))

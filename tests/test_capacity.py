@@ -199,3 +199,36 @@ def test_miss_only_because_of_the_bound_is_named():
     assert bound.bound_only(0.99) and not mixed.bound_only(0.99) and not ok.bound_only(0.99)
     assert "add seeds" in CapacityResult(None, [bound], 0.99, 0.95, {}).text().splitlines()[-1]
     assert "add seeds" not in CapacityResult(None, [mixed], 0.99, 0.95, {}).text().splitlines()[-1]
+
+
+def test_a_search_stopped_by_its_budget_says_so_with_its_interval(cfg):
+    run = lambda c, progress=False: exponential_simulate(c, progress)  # noqa: E731
+    short = find_capacity(cfg, {"*": 10.0}, seeds=[0, 1, 2], lo=1.0, hi=100.0, rel_tol=0.05,
+                          max_evaluations=6, log=None, run_fn=run)
+    assert len(short.path) == 6 and short.budget_stopped
+    misses = max(e.capacity for e in short.path if not e.feasible)
+    assert short.low == misses and short.capacity / short.low > 1.05
+    last = short.text().splitlines()[-1]
+    assert f"in [{short.low:.3f}, {short.capacity:.3f}]x" in last
+    assert "stopped at its budget of 6 evaluations" in last and "5%" in last
+    done = find_capacity(cfg, {"*": 10.0}, seeds=[0, 1, 2], lo=1.0, hi=100.0, rel_tol=0.05,
+                         max_evaluations=20, log=None, run_fn=run)
+    assert not done.budget_stopped and done.capacity / done.low <= 1.05
+    assert "budget" not in done.text() and "within 5%" in done.text().splitlines()[-1]
+
+
+def test_planned_evaluations_counts_the_ends_and_the_halvings():
+    from gmm_volunteer.experiments.capacity import planned_evaluations
+
+    # [1, 100] to 5 %: log(100) / log(1.05) = 94.4 -> 7 halvings, plus both ends
+    assert planned_evaluations(1.0, 100.0, 0.05, 20) == 9
+    assert planned_evaluations(1.0, 100.0, 0.05, 6) == 6
+    assert planned_evaluations(1.0, 1.01, 0.05, 20) == 2
+
+
+def test_a_lower_bound_of_a_probability_stays_in_0_1():
+    from gmm_volunteer.experiments.capacity import _lower_bound
+
+    spread = np.array([0.0, 0.0, 1.0])  # the t-bound of far-apart seeds is far below 0
+    assert _lower_bound(spread, 1, 3, 0.95) == 0.0
+    assert _lower_bound(np.array([1.0, 1.0, 1.0]), 3, 3, 0.95) == 1.0

@@ -173,7 +173,7 @@ def test_run_bad_config_subprocess(workdir):
         (["run", "run.yaml", "--set", "scheduler_options.rejection_tries=-1"],
          "run.yaml: scheduler_options.rejection_tries: must be >= 0 (got -1)"),
         (["run", "run.yaml", "--set", "executor_options.x=1"], "run.yaml: executor_options.x: unknown key"),
-        (["run", "run.yaml", "--set", "scheduler=nomodule:Nope"], "run.yaml: scheduler: scheduler 'nomodule:Nope': cannot import"),
+        (["run", "run.yaml", "--set", "scheduler=nomodule:Nope"], "run.yaml: scheduler: cannot import 'nomodule:Nope': no module 'nomodule' on the import path"),
     ],
 )
 def test_run_input_errors_exit_2(workdir, engine, capsys, argv, needle):

@@ -19,15 +19,23 @@ GRID = ((1, 0), (2, 0))
 DEGREES = (1, 2)
 CREATED = "2026-01-01T00:00:00Z"
 STAGES: list[str] = []  # what fit_bundle told its log, in order
+PROGRESS: list[tuple[str, int, int]] = []  # (stage, done, total) of the ARMA fits
+WARNINGS: list = []  # every warning the fit raised
 
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
+    import warnings
+
     root = tmp_path_factory.mktemp("fit")
     write_synthetic_traces(root / "traces", SPEC)
     stages = STAGES
-    out = fit_bundle(root / "traces", root / "bundle", candidates=GRID, degrees=DEGREES, report=True, created=CREATED,
-                     log=stages.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fit_bundle(root / "traces", root / "bundle", candidates=GRID, degrees=DEGREES, report=True,
+                         created=CREATED, log=stages.append,
+                         progress=lambda done, total: PROGRESS.append((stages[-1], done, total)))
+    WARNINGS.extend(caught)
     data = yaml.safe_load((out / "bundle.yaml").read_text())
     return root, out, data
 
@@ -39,6 +47,20 @@ def test_fit_says_which_component_it_is_fitting(fitted):
               "writing the diagnostics report"]
     at = [next(i for i, s in enumerate(stages) if s.startswith(w)) for w in wanted]
     assert at == sorted(at), stages  # in the order they run
+
+
+def test_fit_reports_progress_inside_the_arma_stages_and_no_library_warnings(fitted):
+    from gmm_volunteer.fitting.consumption import STAGES as CONSUMPTION_STAGES
+    from gmm_volunteer.fitting.traces import RESOURCE_COLUMNS
+
+    expected = {"fitting allocation": len(RESOURCE_COLUMNS) * len(GRID),
+                "fitting consumption": sum(len(r) for *_, r in CONSUMPTION_STAGES.values()) * len(GRID)}
+    for prefix, total in expected.items():
+        seen = [(d, t) for stage, d, t in PROGRESS if stage.startswith(prefix)]
+        assert seen and {t for _, t in seen} == {total}, (prefix, seen)
+        done = [d for d, _ in seen]
+        assert done == sorted(done) and done[-1] == total  # counts up to the stage's total
+    assert not [str(w.message) for w in WARNINGS], [f"{w.category.__name__}: {w.message}" for w in WARNINGS]
 
 
 def test_bundle_validates_and_round_trips(fitted, tmp_path):

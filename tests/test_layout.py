@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -138,3 +141,16 @@ def test_an_old_path_below_a_moved_package_gives_the_new_module():
         fit = importlib.import_module("fitting.collect.lloyd_max")
     assert old is importlib.import_module("gmm_volunteer.model.kernels.ops")
     assert fit is importlib.import_module("gmm_volunteer.fitting.collect.lloyd_max")
+
+
+def test_a_module_named_fitting_of_the_user_wins_over_the_old_alias(tmp_path):
+    """The alias serves `fitting` only when nothing on the import path has it."""
+    (tmp_path / "fitting").mkdir()
+    (tmp_path / "fitting" / "__init__.py").write_text("MINE = True\n")
+    (tmp_path / "fitting" / "sub.py").write_text("ALSO = True\n")
+    code = ("import gmm_volunteer, fitting, fitting.sub\n"
+            "print(fitting.MINE, fitting.sub.ALSO, fitting.__file__)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", str(tmp_path / "fitting" / "__init__.py")]

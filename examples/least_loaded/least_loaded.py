@@ -6,8 +6,9 @@ nodes fetch missing subtask data as under the uniform scheduler (paper 2.3). Tie
 the node listed first (the user holders, then the server), so the placement draws no
 random numbers; only the downloads do.
 
-Name it in a run config as ``scheduler: least_loaded:LeastLoaded`` with this directory on
-PYTHONPATH, or install a package that declares it in the ``gmm_volunteer.schedulers``
+Name it in a run config as ``scheduler: least_loaded:LeastLoaded``: a config in this
+directory finds it here (the config's folder is searched); elsewhere put this directory
+on PYTHONPATH, or install a package that declares it in the ``gmm_volunteer.schedulers``
 entry-point group.
 """
 

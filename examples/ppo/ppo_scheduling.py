@@ -1,6 +1,7 @@
 """A short PPO baseline on gmm_volunteer/Scheduling-v0 (docs/optimisation.md, "PPO baseline").
 
-    pip install 'gmm-volunteer[optimise]'     # stable-baselines3 and torch (CPU)
+    pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # the CPU wheel
+    pip install 'gmm-volunteer[ppo]'          # stable-baselines3 (+ that torch)
     python examples/ppo/ppo_scheduling.py --timesteps 3000 [--tuned results/tune.json]
 
 Trains PPO (stable-baselines3, MLP policy) on a DummyVecEnv over training seeds for

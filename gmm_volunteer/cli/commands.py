@@ -22,7 +22,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from gmm_volunteer import __version__
+from gmm_volunteer._version import __version__
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -31,8 +31,8 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 
 # Modules that contribute subcommands when they are present.
-EXTENSIONS = ("gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments", "gmm_volunteer.fitting.cli",
-              "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results")
+EXTENSIONS = ("gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
+              "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results")
 
 
 def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:
@@ -153,7 +153,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.io.results import write_result
 
-    feedback.announce_compile()
+    feedback.announce_compile(feedback.run_dispatchers(cfg))  # the step kernels and this pair's runner
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     with CompileLog().listening() as compiled:  # -v reports what the run had to compile

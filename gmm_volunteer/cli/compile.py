@@ -65,16 +65,35 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
     targets = _targets(args)  # every argument checked before anything compiles
 
+    state = {"todo": set(), "done": set(), "t0": 0.0}
+
     def progress(entry) -> None:
+        # k of N: N is every loaded kernel missing from the cache (an upper bound: a
+        # config need not call them all), k those compiled so far; the time left is
+        # extrapolated from the rate so far, so it is an upper estimate too.
+        if entry.name in state["todo"]:
+            state["done"].add(entry.name)
+        k, n = len(state["done"]), len(state["todo"])
+        elapsed = time.perf_counter() - state["t0"]
+        where = ""
+        if n and k:
+            left = elapsed / k * (n - k)
+            where = f"; kernel {k} of at most {n}, {elapsed:.0f} s so far, at most about {left:.0f} s left"
         if entry.total_s >= SLOW_S:
-            feedback.info(f"gmmv compile:   compiled {entry.name} ({entry.total_s:.1f} s)")
+            feedback.info(f"gmmv compile:   compiled {entry.name} ({entry.total_s:.1f} s{where})")
         else:
-            feedback.detail(f"gmmv compile:   compiled {entry.name} ({entry.total_s:.2f} s)")
+            feedback.detail(f"gmmv compile:   compiled {entry.name} ({entry.total_s:.2f} s{where})")
 
     if feedback.verbosity() >= feedback.VERBOSE:
         feedback.detail(f"gmmv compile: numba cache {cache_dir()}, fused runners {runner_dir()}")
-    for label, cfg in targets:
-        feedback.info(f"gmmv compile: compiling the kernels of {label} ...")
+    for i, (label, cfg) in enumerate(targets, 1):
+        import gmm_volunteer.model.engine  # noqa: F401  (loads every kernel a run calls)
+
+        feedback.run_dispatchers(cfg)  # and this pair's runner; compiles nothing
+        state.update(todo=feedback.uncached_kernels(), done=set(), t0=time.perf_counter())
+        count = f" ({i} of {len(targets)})" if len(targets) > 1 else ""
+        feedback.info(f"gmmv compile: compiling the kernels of {label}{count}: "
+                      f"{len(state['todo'])} not in the cache ...")
         wall, cpu = time.perf_counter(), time.process_time()
         log = precompile(cfg, on_compiled=progress)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -77,8 +77,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from gmm_volunteer.cli import feedback
 
+    n_workers = args.workers or os.cpu_count() or 1
     where = args.dask_address or ("this process" if args.serial else
-                               f"a local cluster of {args.workers or os.cpu_count() or 1} worker processes")
+                                  f"a local cluster of {n_workers} worker process{'es' if n_workers != 1 else ''}")
     n = len(grid.runs())
     feedback.info(f"sweep {grid.source}: {n} runs over {', '.join(f'{k}={len(v)}' for k, v in grid.coords().items())} "
                   f"-> {grid.output} (on {where})")
@@ -285,13 +286,17 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
                   + ", ".join(f"{'every type' if k == '*' else k} <= {v:g}s" for k, v in targets.items())
                   + f", {100 * args.confidence:g}% confidence, seeds {seeds}, range [{args.lo:g}, {args.hi:g}]x")
     started = []
+    from gmm_volunteer.experiments.capacity import planned_evaluations
+
+    budget = args.max_evaluations or 20
+    planned = planned_evaluations(args.lo, args.hi, args.tol, budget) if 0 < args.lo < args.hi and args.tol > 0 else budget
 
     def before(m: float) -> None:
         if not started:
-            feedback.announce_compile()
+            feedback.announce_compile(feedback.run_dispatchers(cfg))
         started.append(time.monotonic())
         feedback.info(f"capacity {m:.3f}x: simulating {len(seeds)} seed{'s' if len(seeds) != 1 else ''} "
-                      f"(evaluation {len(started)}) ...")
+                      f"(evaluation {len(started)} of at most {planned}) ...")
 
     def log(text: str) -> None:
         print(text, flush=True)
@@ -301,7 +306,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     try:
         res = find_capacity(cfg, targets, quantile=args.quantile, confidence=args.confidence,
                             seeds=seeds, lo=args.lo, hi=args.hi, rel_tol=args.tol,
-                            max_evaluations=args.max_evaluations or 20,
+                            max_evaluations=budget,
                             completed_only=args.completed_only, workers=args.workers,
                             log=log, before=before)
     except ValueError as exc:
@@ -352,7 +357,8 @@ def add_subcommands(subparsers) -> None:
     )
     p.add_argument("results", metavar="RESULTS", help="sweep output directory or combined store")
     p.add_argument("-o", "--output", metavar="HTML", default="report.html", help="default report.html")
-    p.add_argument("--title", default="gmm-volunteer sweep report")
+    p.add_argument("--title", default="gmm-volunteer sweep report",
+                   help="the report's title (default: %(default)s)")
     p.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE",
                    help="keep one value of a grid dimension the figures have no axis for "
                         "(e.g. --sel model=/path/to/bundle); repeatable")

@@ -86,6 +86,64 @@ def kernels_cached(dispatchers=None) -> bool:
     return True
 
 
+def run_dispatchers(cfg, generate: bool = True):
+    """The cached kernels a run of `cfg` calls first: the step kernels and its policy
+    pair's fused runner (generated now unless `generate` is false: then None when the
+    runner's module does not exist yet, i.e. certainly not compiled)."""
+    from gmm_volunteer.policies import make_executor, make_scheduler
+    from gmm_volunteer.policies.base import Executor, Scheduler
+    from gmm_volunteer.policies import runner
+
+    dispatchers = list(_dispatchers())
+    sc = make_scheduler(cfg.scheduler, cfg.scheduler_options)
+    ex = make_executor(cfg.executor, cfg.executor_options)
+    if isinstance(sc, Scheduler) and isinstance(ex, Executor):
+        hooks = (ex.act_kernel, sc.downloads, sc.place)
+        path = runner.generated_path(hooks)
+        if path is None:
+            return None  # compiled in memory on every run
+        if not generate and not path.exists():
+            return None
+        dispatchers.append(runner.compiled_runner(*hooks))
+    return tuple(dispatchers)
+
+
+def run_kernels_cached(cfg) -> bool:
+    """Whether a run of `cfg` finds every kernel it calls first in numba's cache
+    (writes nothing)."""
+    dispatchers = run_dispatchers(cfg, generate=False)
+    return dispatchers is not None and kernels_cached(dispatchers)
+
+
+def uncached_kernels() -> set[str]:
+    """``module.qualname`` of every cached kernel loaded now (the package's and the
+    generated runners') that numba's cache does not hold for its current source: what a
+    run may have to compile. Kernels inlined into their callers are left out (they never
+    compile on their own). Compiles nothing."""
+    from numba.core.dispatcher import Dispatcher
+
+    names = set()
+    for modname, module in list(sys.modules.items()):
+        if not (modname.startswith("gmm_volunteer") or modname.startswith("gmmv_runner_")):
+            continue
+        for obj in list(vars(module).values()):
+            if not isinstance(obj, Dispatcher) or getattr(obj.py_func, "__module__", None) != modname:
+                continue
+            if obj.targetoptions.get("inline") == "always":
+                continue
+            cache_file = getattr(getattr(obj, "_cache", None), "_cache_file", None)
+            index = getattr(cache_file, "_index_path", None)
+            if index is None:
+                continue
+            try:
+                cached = os.path.isfile(index) and bool(cache_file._load_index())
+            except Exception:
+                cached = False
+            if not cached:
+                names.add(f"{modname}.{obj.py_func.__qualname__}")
+    return names
+
+
 def announce_compile(dispatchers=None) -> bool:
     """Print the compile notice once per process if the kernels are not cached (and
     not --quiet); return whether it was printed."""

@@ -2,7 +2,8 @@
 
 Plain functions take a combined sweep dataset (`gmm_volunteer.experiments.combine`), a per-run
 statistics dataset (`summary.run_metrics`) or a single result store (which is reduced
-with `run_metrics` first). The same functions hang off the ``ds.gmmv`` accessor:
+with `run_metrics` first). The same functions hang off the ``ds.gmmv`` accessor
+(`gmm_volunteer.experiments.accessor`, there after ``import gmm_volunteer``):
 
     ds.gmmv.latency_quantile(0.99)           # (..., request_type)
     ds.gmmv.request_counts()                 # (..., outcome)
@@ -28,8 +29,21 @@ def _is_run_store(ds: xr.Dataset) -> bool:
     return "request" in ds.dims and "request_outcome" in ds
 
 
+def _is_open_runs(ds: xr.Dataset) -> bool:
+    return "run" in ds.dims and "request_count" in ds and _is_run_store(ds)
+
+
 def metrics(ds: xr.Dataset, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
-    """Per-run statistics for a result store; combined/statistics datasets pass through."""
+    """Per-run statistics for a result store, or along ``run`` for `open_runs` stores
+    (each run's statistics from its own store, without the padding); combined and
+    statistics datasets pass through."""
+    if _is_open_runs(ds):
+        from gmm_volunteer.io.results import open_result
+
+        per_run = [run_metrics(open_result(str(path)), quantiles) for path in ds["run"].values]
+        run_coords = {k: v for k, v in ds.coords.items() if v.dims == ("run",)}
+        return xr.concat(per_run, dim="run", coords="minimal", compat="override",
+                         combine_attrs="drop_conflicts").assign_coords(run_coords)
     return run_metrics(ds, quantiles) if _is_run_store(ds) else ds
 
 
@@ -203,36 +217,3 @@ def units_of(da: xr.DataArray) -> str | None:
     if coord in da.coords and da[coord].ndim == 0:
         return str(da[coord].values)
     return None
-
-
-@xr.register_dataset_accessor("gmmv")
-class GmmvAccessor:
-    """``ds.gmmv``: the analysis functions of this module bound to a dataset."""
-
-    def __init__(self, ds: xr.Dataset):
-        self._ds = ds
-
-    def metrics(self, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
-        return metrics(self._ds, quantiles)
-
-    def latency_quantile(self, q: float = 0.99, request_type=None, all_types=False):
-        return latency_quantile(self._ds, q, request_type, all_types)
-
-    def p99_across_types(self, q: float = 0.99):
-        return p99_across_types(self._ds, q)
-
-    def request_counts(self, by_type: bool = False):
-        return request_counts(self._ds, by_type)
-
-    def server_consumption(self):
-        return server_consumption(self._ds)
-
-    def capacity_hours(self):
-        """Dedicated server capacity-hours per resource (resource unit x h)."""
-        return metrics(self._ds)["capacity_hours"]
-
-    def subtask_completion_rate(self):
-        return subtask_completion_rate(self._ds)
-
-    def paired_difference(self, what, dim, a, b, **kwargs):
-        return paired_difference(self._ds, what, dim, a, b, **kwargs)

@@ -102,6 +102,13 @@ class CapacityResult:
     quantile: float
     confidence: float
     targets: dict
+    # The bracket the search ended with: `low` missed (None: the bottom of the range met
+    # the targets, or the top did not), `capacity` met. `budget_stopped`: the search ran
+    # out of evaluations before the bracket was within the tolerance.
+    low: float | None = None
+    rel_tol: float = 0.05
+    max_evaluations: int = 20
+    budget_stopped: bool = False
 
     def text(self) -> str:
         lines = [e.line(self.quantile, self.confidence) for e in self.path]
@@ -110,9 +117,27 @@ class CapacityResult:
             lines.append(f"targets not met at the top of the range ({top.capacity:g}x)"
                          + (f"; the observed fractions meet them there, only the {100 * self.confidence:g}% "
                             "lower bound misses: add seeds (--seeds N)" if top.bound_only(self.quantile) else ""))
+        elif self.low is None:
+            lines.append(f"smallest server capacity meeting the targets: {self.capacity:.3f}x "
+                         "(the bottom of the range meets them)")
+        elif self.budget_stopped:
+            lines.append(f"smallest server capacity meeting the targets: in [{self.low:.3f}, {self.capacity:.3f}]x "
+                         f"({self.capacity:.3f}x meets, {self.low:.3f}x misses); the search stopped at its budget "
+                         f"of {self.max_evaluations} evaluations before the interval was within "
+                         f"{100 * self.rel_tol:g}% (--max-evaluations to go on)")
         else:
-            lines.append(f"smallest server capacity meeting the targets: {self.capacity:.3f}x")
+            lines.append(f"smallest server capacity meeting the targets: {self.capacity:.3f}x "
+                         f"(in [{self.low:.3f}, {self.capacity:.3f}]x, within {100 * self.rel_tol:g}%)")
         return "\n".join(lines)
+
+
+def planned_evaluations(lo: float, hi: float, rel_tol: float, max_evaluations: int) -> int:
+    """At most how many evaluations the bisection makes: both ends, then one per halving
+    of the log-interval until it is within `rel_tol`, capped by `max_evaluations`."""
+    if hi / lo <= 1 + rel_tol:
+        return 2
+    halvings = max(0, math.ceil(math.log2(math.log(hi / lo) / math.log1p(rel_tol))))
+    return max(2, min(max_evaluations, 2 + halvings))
 
 
 def _lower_bound(fractions: np.ndarray, met: int, n: int, confidence: float) -> float:
@@ -131,7 +156,9 @@ def _lower_bound(fractions: np.ndarray, met: int, n: int, confidence: float) -> 
     if fractions.size >= 2:
         mean = fractions.mean()
         se = fractions.std(ddof=1) / math.sqrt(fractions.size)
-        return float(mean - stats.t.ppf(confidence, fractions.size - 1) * se)
+        # A probability: the t-bound can fall below 0 (few, spread seeds); clipped, which
+        # leaves every decision (bound >= quantile, with 0 < quantile < 1) unchanged.
+        return float(min(1.0, max(0.0, mean - stats.t.ppf(confidence, fractions.size - 1) * se)))
     if n == 0:
         return float("nan")
     if met == 0:
@@ -258,7 +285,11 @@ def find_capacity(
             log(ev.line(quantile, confidence))
         return ev
 
-    result = lambda cap: CapacityResult(cap, path, quantile, confidence, dict(targets))  # noqa: E731
+    def result(cap, low=None):
+        return CapacityResult(cap, path, quantile, confidence, dict(targets), low=low, rel_tol=rel_tol,
+                              max_evaluations=max_evaluations,
+                              budget_stopped=low is not None and hi / lo > 1 + rel_tol)
+
     if not evaluate(hi).feasible:
         return result(None)
     if evaluate(lo).feasible:
@@ -269,4 +300,4 @@ def find_capacity(
             hi = mid
         else:
             lo = mid
-    return result(hi)
+    return result(hi, lo)

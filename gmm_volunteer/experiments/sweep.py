@@ -114,9 +114,21 @@ class Grid:
                 data = apply_overrides(self.base_data, overrides, where)
                 cfg = config_from_dict(data, source=where, base_dir=self.base.parent)
             except ConfigError as exc:
-                raise GridError(str(exc)) from None
+                raise GridError(str(exc) + _per_value_hint(str(exc), keys, values)) from None
             specs.append(RunSpec(name=name, coords=coords, overrides=overrides, path=path, config=cfg))
         return specs
+
+
+def _per_value_hint(message: str, keys, values) -> str:
+    """When a grid varies a policy and a run fails on an option of it, how to give
+    options to one value of the grid key only (`per_value:`)."""
+    for key, value in zip(keys, values):
+        if key in ("scheduler", "executor", "autoscaler") and f"{key}_options." in message:
+            return (f"\n(the grid varies {key}, and {value!r} does not take that option: put options of "
+                    f"one {key} under per_value: {{{key}: {{NAME: {{{key}_options.KEY: VALUE}}}}}} "
+                    "instead of the base config or set:; "
+                    "docs/experiments.md, section 1)")
+    return ""
 
 
 def dim_name(key: str) -> str:
@@ -450,7 +462,7 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
     A sweep skips complete stores; one made by another gmmv version, from another config
     (the base file or the grid was edited) or with another model bundle would be mixed
     silently into the results. `digests` caches bundle digests by model path."""
-    from gmm_volunteer import __version__
+    from gmm_volunteer._version import __version__
     from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
     attrs = store_attrs(run.path) or {}

@@ -19,6 +19,7 @@ state has nearly forgotten the previous run (docs/fitting.md).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 
@@ -184,6 +185,27 @@ def fit_arma_order(z: np.ndarray, p: int, q: int):
         return model.fit(cov_type="none", low_memory=True, method_kwargs={"maxiter": MAXITER})
 
 
+# Listeners told after each ARMA candidate fit (`candidate_progress`): progress inside
+# the long fitting stages (`gmmv fit`).
+_ON_CANDIDATE: list = []
+
+
+@contextlib.contextmanager
+def candidate_progress(callback):
+    """While active, ``callback(n)`` hears of every n candidate fits done (a constant
+    series, which needs no fit, counts its whole grid at once)."""
+    _ON_CANDIDATE.append(callback)
+    try:
+        yield
+    finally:
+        _ON_CANDIDATE.remove(callback)
+
+
+def _tick(n: int = 1) -> None:
+    for callback in list(_ON_CANDIDATE):
+        callback(n)
+
+
 def select_arma(z: np.ndarray, candidates=FULL_GRID) -> ArmaFit:
     """Fit every (p, q) in `candidates` and keep the lowest AIC (ties: fewer params).
 
@@ -195,6 +217,7 @@ def select_arma(z: np.ndarray, candidates=FULL_GRID) -> ArmaFit:
     if nobs == 0:
         raise ValueError("no observations to fit an ARMA on")
     if float(np.nanstd(z)) <= _CONSTANT_SD:
+        _tick(len(set(candidates)))
         return ArmaFit((1, 0), np.zeros(1), np.zeros(0), 0.0, float("nan"), {}, nobs)
     grid: dict[tuple[int, int], float] = {}
     best = None
@@ -202,7 +225,9 @@ def select_arma(z: np.ndarray, candidates=FULL_GRID) -> ArmaFit:
         try:
             res = fit_arma_order(z, p, q)
         except (np.linalg.LinAlgError, ValueError):
+            _tick()
             continue
+        _tick()
         aic = float(res.aic)
         if not np.isfinite(aic):
             continue

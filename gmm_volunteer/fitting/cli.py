@@ -13,6 +13,7 @@ import sys
 
 EXIT_OK = 0
 EXIT_BAD_TRACES = 2
+PROGRESS_EVERY = 10.0  # s between progress lines inside a fitting stage
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -49,6 +50,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             degrees=DEGREES,
             report=not args.no_report,
             log=log,
+            progress=log.progress,
         )
         log(None)
     except TraceError as err:
@@ -63,16 +65,30 @@ def _stage_logger(feedback):
     --quiet); with -v also how long the previous stage took. ``log(None)`` ends the last."""
     import time
 
-    state = {"t": None, "stage": None}
+    state = {"t": None, "stage": None, "shown": 0.0}
 
     def log(message: str | None) -> None:
         now = time.monotonic()
         if state["t"] is not None:
             feedback.detail(f"gmmv fit:   ({state['stage']}: {now - state['t']:.1f} s)")
-        state["t"], state["stage"] = now, message
+        state["t"], state["stage"], state["shown"] = now, message, now
         if message is not None:
             feedback.info(f"gmmv fit: {message} ...")
 
+    def progress(done: int, total: int) -> None:
+        """A line inside a stage at most every PROGRESS_EVERY s (and at its end), with
+        the time left extrapolated from the fits so far (later candidates of a series
+        are the larger, slower ones: a rough figure)."""
+        now = time.monotonic()
+        if state["t"] is None or (now - state["shown"] < PROGRESS_EVERY and done < total):
+            return
+        state["shown"] = now
+        elapsed = now - state["t"]
+        left = elapsed / done * (total - done) if done else float("nan")
+        feedback.info(f"gmmv fit:   {done} of {total} ARMA fits, {elapsed:.0f} s"
+                      + (f", about {left:.0f} s left" if done < total else ""))
+
+    log.progress = progress
     return log
 
 

@@ -43,11 +43,27 @@ def _provenance(traces, traces_dir, candidates, degrees) -> str:
 
 
 def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
-                 log: Callable[[str], None] | None = None) -> tuple[dict, dict]:
+                 log: Callable[[str], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> tuple[dict, dict]:
     """Fit every component; return (bundle dict, diagnostics for the report).
 
-    `log(message)` is told which component is being fitted before each one starts."""
+    `log(message)` is told which component is being fitted before each one starts;
+    `progress(done, total)` of the ARMA candidate fits inside the two long stages."""
     say = log or (lambda message: None)
+    from gmm_volunteer.fitting.arma import candidate_progress
+    from gmm_volunteer.fitting.consumption import STAGES
+    from gmm_volunteer.fitting.traces import RESOURCE_COLUMNS
+
+    def counted(n_series: int):
+        total, done = n_series * len(set(candidates)), [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            if progress is not None:
+                progress(min(done[0], total), total)
+
+        return candidate_progress(tick)
+
     from gmm_volunteer.fitting.catalog import derived_base_profile, subtask_type_blocks, task_type_blocks
     from gmm_volunteer.fitting.consumption import fit_allocation, fit_consumption
     from gmm_volunteer.fitting.hazard import fit_hazard
@@ -56,9 +72,11 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
 
     grid = f"{len(candidates)} ARMA (p, q) candidates per series"
     say(f"fitting allocation series (resources available for volunteering; {grid})")
-    allocation, alloc_diag = fit_allocation(traces, candidates)
+    with counted(len(RESOURCE_COLUMNS)):
+        allocation, alloc_diag = fit_allocation(traces, candidates)
     say(f"fitting consumption series (per subtask type and resource; {grid})")
-    consumption, cons_diag = fit_consumption(traces, candidates)
+    with counted(sum(len(resources) for *_, resources in STAGES.values())):
+        consumption, cons_diag = fit_consumption(traces, candidates)
     say(f"fitting the completion hazard (degrees {list(degrees)})")
     hazard, hazard_diag = fit_hazard(traces, degrees)
     say("fitting memory and work per subtask type")
@@ -99,12 +117,14 @@ def fit_bundle(
     report: bool = True,
     created: str | None = None,
     log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
 
     Raises `TraceError` (naming the file and column) on unusable traces; nothing is
     written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
-    `log(message)` hears of each stage before it starts.
+    `log(message)` hears of each stage before it starts, `progress(done, total)` of the
+    ARMA fits inside the long stages (`build_bundle`).
     """
     from gmm_volunteer.io.bundle import validate_bundle, write_bundle
 
@@ -114,7 +134,7 @@ def fit_bundle(
     from gmm_volunteer.fitting.determinism import single_threaded
 
     with single_threaded():  # the same traces give the same bundle, run to run
-        bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log)
+        bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log, progress=progress)
     validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:

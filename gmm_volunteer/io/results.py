@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from gmm_volunteer import __version__
+from gmm_volunteer._version import __version__
 from gmm_volunteer.io import conventions
 from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
 from gmm_volunteer.io.manifest import MANIFEST_NAME, CorruptStoreError, verify_manifest, write_manifest

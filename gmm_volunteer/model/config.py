@@ -640,6 +640,11 @@ def config_from_dict(
         raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(d)}")
     data = dict(d)
     base = Path(base_dir) if base_dir is not None else Path.cwd()
+    from gmm_volunteer.policies.plugin_path import unresolved  # module:Class beside the config
+
+    problems = unresolved(data, Path(base_dir) if base_dir is not None else None)
+    if problems:
+        raise ConfigError("\n".join(f"{source}: {kind}: cannot import {name!r}: {why}" for kind, name, why in problems))
     model = data.get("model", DEFAULT_MODEL)
     if isinstance(model, str):
         data["model"] = _absolute(model, base, source)

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer import __version__
+from gmm_volunteer._version import __version__
 from gmm_volunteer.model import rng as rng_mod
 from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.model.demand import demand_arrays

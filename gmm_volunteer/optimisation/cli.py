@@ -134,11 +134,11 @@ def add_subcommands(subparsers) -> None:
         "tune", help="tune the weighted scheduler for eq. 2 and compare it on held-out seeds",
         description="Policy search (paper 2.4, eq. 2): tune the weighted scheduler's weights with "
                     "common random numbers over training seeds, then run it and the baselines on "
-                    "held-out seeds and print paired differences with 95%% t-intervals "
+                    "held-out seeds and print paired differences with 95% t-intervals "
                     "(docs/optimisation.md).",
     )
     p.add_argument("config", nargs="?", metavar="CONFIG",
-                   help="run config (default: configs/scheduling_env.yaml)")
+                   help="run config (default: the package's configs/scheduling_env.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set users.count=500 (repeatable)")
     p.add_argument("--method", choices=("cma", "optuna", "random"), default="cma",

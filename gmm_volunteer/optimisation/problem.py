@@ -16,8 +16,9 @@ import numpy as np
 
 from gmm_volunteer.model.config import RunConfig, config_from_dict, load_config
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "scheduling_env.yaml"
-"""The default run of the environment and of `gmmv tune` (1,000 users, 1,800 steps)."""
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "scheduling_env.yaml"
+"""The default run of the environment and of `gmmv tune` (1,000 users, 1,800 steps),
+shipped with the package (configs/scheduling_env.yaml in the repository links to it)."""
 
 
 def resolve_config(config: str | Path | dict | RunConfig | None, overrides=()) -> RunConfig:

@@ -99,6 +99,16 @@ def _source_hash(kernels, names) -> str:
     return h.hexdigest()[:20]
 
 
+def generated_path(kernels) -> Path | None:
+    """Where the generated runner of these hooks (executor act, scheduler downloads,
+    scheduler place) lives, whether or not it exists yet; None for hooks that cannot be
+    imported by name (their runner is compiled in memory, uncached)."""
+    names = [_import_name(k) for k in kernels]
+    if any(n is None for n in names):
+        return None
+    return runner_dir() / f"gmmv_runner_{_source_hash(kernels, names)}.py"
+
+
 def _generated(kernels) -> Callable:
     names = [_import_name(k) for k in kernels]
     if any(n is None for n in names):
