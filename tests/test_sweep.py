@@ -58,7 +58,7 @@ def test_grid_expands_to_named_runs_with_shared_seeds(tmp_path):
         (lambda g: g["grid"].update({"users.count": [0]}), "users.count: must be >= 1"),
         (lambda g: g["grid"].update({"users.colour": [1]}), "users.colour: unknown config key"),
         (lambda g: g["grid"].update({"seed": [1]}), "grid.seed: set by the sweep itself"),
-        (lambda g: g.update(seeds=0), "seeds: a count must be >= 1"),
+        (lambda g: g.update(seeds=0), "seeds: a count must be between 1 and 100,000"),
         (lambda g: g.update(seeds=[1, "x"]), "seeds.1: must be an integer"),
         (lambda g: g.update(base="nope.yaml"), "base: run config not found"),
         (lambda g: g.pop("grid"), "grid: required key is missing"),

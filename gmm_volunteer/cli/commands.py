@@ -24,11 +24,9 @@ from pathlib import Path
 
 from gmm_volunteer._version import __version__
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
+from gmm_volunteer.cli.errors import (  # noqa: F401 (re-exported: gmm_volunteer.cli.commands.CommandError)
+    EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError,
+)
 
 # Modules that contribute subcommands when they are present.
 EXTENSIONS = ("gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
@@ -58,14 +56,6 @@ class _Parser(argparse.ArgumentParser):
                 action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} "
                         f"(choose from {choices})")
         super()._check_value(action, value)
-
-
-class CommandError(Exception):
-    """An error a handler reports to the user as one message and an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.code = code
 
 
 def load_checked_config(config, overrides, workers: int | None):

@@ -94,9 +94,14 @@ def run_dispatchers(cfg, generate: bool = True):
     from gmm_volunteer.policies.base import Executor, Scheduler
     from gmm_volunteer.policies import runner
 
+    from gmm_volunteer.policies.guard import guard
+
     dispatchers = list(_dispatchers())
-    sc = make_scheduler(cfg.scheduler, cfg.scheduler_options)
-    ex = make_executor(cfg.executor, cfg.executor_options)
+    # a plugin that fails here fails as it would in the run: exit 2 naming it
+    with guard([("scheduler", cfg.scheduler)], "__init__ or reset"):
+        sc = make_scheduler(cfg.scheduler, cfg.scheduler_options)
+    with guard([("executor", cfg.executor)], "__init__ or reset"):
+        ex = make_executor(cfg.executor, cfg.executor_options)
     if isinstance(sc, Scheduler) and isinstance(ex, Executor):
         hooks = (ex.act_kernel, sc.downloads, sc.place)
         path = runner.generated_path(hooks)

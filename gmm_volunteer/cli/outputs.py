@@ -44,7 +44,7 @@ def path_problem(path: str | os.PathLike) -> str | None:
 
 def check_output_target(path: str | os.PathLike, option: str = "-o") -> Path:
     """`path` as a Path if an output can be written there; `CommandError` otherwise."""
-    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.errors import CommandError
 
     problem = path_problem(path)
     if problem:

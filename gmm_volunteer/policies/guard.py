@@ -13,17 +13,12 @@ Failures of the built-in policies stay what they are (a bug: a traceback, exit 1
 from __future__ import annotations
 
 import contextlib
-import os
 
-NO_PLUGINS_ENV = "GMMV_NO_PLUGINS"
+from gmm_volunteer.policies.registry import NO_PLUGINS_ENV, plugins_refused  # noqa: F401 (one definition)
 
 
 class PolicyError(ValueError):
     """A plugin policy failed (import, contract, a raise in a hook, a bad return)."""
-
-
-def plugins_refused() -> bool:
-    return os.environ.get(NO_PLUGINS_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def is_plugin(kind: str, name: str) -> bool:

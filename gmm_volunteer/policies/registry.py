@@ -17,6 +17,7 @@ the capacity search's worker processes find a policy the config names.
 from __future__ import annotations
 
 import importlib
+import os
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
@@ -114,10 +115,17 @@ def import_string(spec: str) -> Any:
     return obj
 
 
+# Refusing plugins (policies.guard explains why): here, so that the registry imports
+# nothing of guard, which reads the registry's table of built-in policies.
+NO_PLUGINS_ENV = "GMMV_NO_PLUGINS"
+
+
+def plugins_refused() -> bool:
+    return os.environ.get(NO_PLUGINS_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 def resolve(kind: str, name: str) -> Any:
     """The policy class (or legacy factory) a config's `name` refers to."""
-    from gmm_volunteer.policies.guard import NO_PLUGINS_ENV, plugins_refused
-
     found = _REGISTERED[kind].get(name)
     if found is not None and name not in _BUILTIN[kind] and plugins_refused():
         raise UnknownPolicyError(f"{kind} {name!r}: plugins are refused ({NO_PLUGINS_ENV} is set)")
