@@ -11,17 +11,12 @@ import pytest
 from gmm_volunteer.model.params import CPU, MEMORY
 from gmm_volunteer.policies import monitor as mon
 from gmm_volunteer.policies.asrb import AsrbOptions, asrb_label, asrb_score
-from gmm_volunteer.policies.routing import RouteState, option_vector
+from gmm_volunteer.policies.routing import new_route_state
 
 
-def make_R(options=None, n_nodes=4, steps=100):
+def make_R(options=None, n_nodes=4, steps=100, n_sub=2, nf=0):
     options = options or AsrbOptions()
-    arrays = mon.new_monitor_arrays(n_nodes, steps, mon.monitor_config(options))
-    return RouteState(po=option_vector(options), **arrays,
-                      pl_node=np.full((n_nodes, 1), -1), pl_t=np.zeros((n_nodes, 1), np.int64),
-                      pl_dec=np.full((n_nodes, 1), -1), pl_tag=np.full((n_nodes, 1), -1), nq=np.zeros(n_nodes, np.int64),
-                      af=np.zeros(1), ai=np.zeros(1, np.int64), dlog=np.zeros((1, 7)),
-                      dn=np.zeros(2, np.int64))
+    return new_route_state(options, n_nodes, n_sub, steps, nf=nf)
 
 
 @pytest.fixture(scope="module")

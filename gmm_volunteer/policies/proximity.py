@@ -16,7 +16,7 @@ from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import C_LAT_CAP, F_CPU, F_LAT, MonitorOptions, poll_all, refresh_latency
-from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
+from gmm_volunteer.policies.routing import Router, count_queues, record_herding, fits, observe, option_index, route_assign
 
 
 class ProximityOptions(MonitorOptions):
@@ -70,6 +70,7 @@ def proximity_place(S, P, t, args):
             v = proximity_choose(S, P, R, P.task_sub[k, p], t)
             if v >= 0:
                 route_assign(S, P, R, i, p, v, t, -1)
+    record_herding(S, R, t)
 
 
 class Proximity(Router):

@@ -34,6 +34,8 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "round_robin": "gmm_volunteer.policies.round_robin:RoundRobin",
         "queue_aware": "gmm_volunteer.policies.queue_aware:QueueAware",
         "jsq": "gmm_volunteer.policies.jsq:Jsq",
+        "jsq_s": "gmm_volunteer.policies.jsq_s:JsqS",
+        "oracle": "gmm_volunteer.policies.oracle:Oracle",
         "random": "gmm_volunteer.policies.random_tier:RandomTier",
         "edge_first": "gmm_volunteer.policies.edge_first:EdgeFirst",
         "model_only": "gmm_volunteer.policies.model_only:ModelOnly",
