@@ -127,7 +127,7 @@ def test_herding_and_whole_run_mape_reductions():
     assert m["estimator_mape_model_only_cloud"][1] == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("scheduler", ["queue_aware", "jsq_s", "oracle"])
+@pytest.mark.parametrize("scheduler", ["queue_aware", "jsq_s", "oracle", "la_imr"])
 def test_whole_run_error_counts_every_completed_decision(synthetic_model, scheduler):
     rec = _run(synthetic_model, scheduler, {"decision_log": 5})
     _, log, attrs = rec.policy_series["decision"]
@@ -147,3 +147,34 @@ def test_jsq_s_uses_the_server_where_jsq_counts_raw_subtasks(synthetic_model):
         _, h, _ = rec.policy_series["herding"]
         return h[:, 3].mean()
     assert server_share("jsq_s") > server_share("jsq")
+
+
+def test_la_imr_router_latency_forms():
+    from gmm_volunteer.model.theory import allen_cunneen_wait
+    from gmm_volunteer.policies.queue_aware import LaImrRouterOptions, la_imr_latency
+
+    c, lam, s, d = 4, 2.0, 1.5, 2.0
+    wq = allen_cunneen_wait(c, lam, 1 / s, 1.0, 1.0)
+    R = make_R(LaImrRouterOptions(beta=3.0, gamma=2.0))  # affine, alpha = the service time
+    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s + 3.0 * (lam / c) ** 2 + wq + d)
+    R = make_R(LaImrRouterOptions(alpha=0.5, beta=3.0, gamma=2.0))
+    assert la_imr_latency(R, c, lam, s, 0.0) == pytest.approx(0.5 + 0.75 + wq)
+    R = make_R(LaImrRouterOptions(eq5=True, gamma=2.0))  # U = 2 x 1.5 / 4 = 0.75
+    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s * (1 + 0.75 ** 2) + wq + d)
+    R = make_R(LaImrRouterOptions(eq5=True, gamma=2.0, utilization_floor=0.9))
+    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s * (1 + 0.9 ** 2) + wq + d)
+
+
+def test_la_imr_autoscaler_eq5_and_floor():
+    from gmm_volunteer.policies.autoscalers.la_imr import eq5_latency, erlang_c_wait, fewest_units
+
+    # eq. 5 with U = (lam R + B) / (n R_max), plus the Erlang-C wait
+    assert eq5_latency(4, 2.0, 1.0, 3.0, 1.5, 2.0, 1.0, 1.0) == pytest.approx(
+        3.0 / 1.5 * (1 + 0.5 ** 2) + erlang_c_wait(4, 2.0, 1.0))
+    assert eq5_latency(4, 2.0, 1.0, 3.0, 1.0, 2.0, 1.0, 1.0, floor=0.8) == pytest.approx(
+        3.0 * (1 + 0.8 ** 2) + erlang_c_wait(4, 2.0, 1.0))
+    # fewest units under eq. 5: latency falls with n; the first n within the budget
+    lat = [eq5_latency(n, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0) for n in range(1, 9)]
+    want = 1 + next(k for k, x in enumerate(lat) if x <= 1.6)
+    got = fewest_units(2.0, 1.0, 1.6, 1, 8, 0, 0, 1, lambda n: eq5_latency(n, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0))
+    assert got == want

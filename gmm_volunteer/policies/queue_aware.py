@@ -66,7 +66,7 @@ from gmm_volunteer.model.theory import allen_cunneen_wait
 LOCAL, EDGE, CLOUD = range(3)
 TIERS = ("local", "edge", "cloud")
 # decision modes
-HYBRID, MODEL_ONLY, QUEUE_ONLY, JSQ, RANDOM, EDGE_FIRST, JSQ_S, ORACLE = range(8)
+HYBRID, MODEL_ONLY, QUEUE_ONLY, JSQ, RANDOM, EDGE_FIRST, JSQ_S, ORACLE, LA_IMR = range(9)
 # R.af layout after the service statistics: mode, total user cores, user subtasks
 AF_MODE = AF_SVC + 3 * N_TIERS
 AF_USER_CORES = AF_MODE + 1
@@ -108,7 +108,27 @@ class QueueAwareOptions(TierOptions):
     epsilon: float = Field(0.05, ge=0.0, le=1.0)
 
 
+class LaImrRouterOptions(TierOptions):
+    """The routing half of seed 001 (LA-IMR; docs/routing.md section 6.3)."""
+
+    model_config = OPTIONS_CONFIG
+    # Affine power law L = alpha + beta (lambda / c)^gamma (eqs. 7-8); alpha None: the
+    # tier's mean service time (its idle latency).
+    alpha: float | None = Field(None, ge=0)
+    beta: float = Field(1.0, ge=0)
+    gamma: float = Field(1.0, gt=0)
+    # Eq. 5 instead: L = s (1 + U^gamma), U = max(utilization_floor, lambda s / c).
+    eq5: bool = False
+    utilization_floor: float = Field(0.0, ge=0.0, le=1.0)
+    # The latency budget a tier must meet (s), tried edge-most first: own device, other
+    # volunteers, server (offloading upstream); none within it: the least predicted.
+    budget_s: float = Field(10.0, gt=0)
+
+
 K = option_index(QueueAwareOptions)
+KL = option_index(LaImrRouterOptions)
+KL_ALPHA, KL_BETA, KL_GAMMA, KL_EQ5 = KL["alpha"], KL["beta"], KL["gamma"], KL["eq5"]
+KL_FLOOR, KL_BUDGET = KL["utilization_floor"], KL["budget_s"]
 K_WINDOW, K_UTIL, K_PENALTY = K["window_s"], K["utilization_threshold"], K["penalty"]
 K_MIN_SAMPLES, K_MAXDL, K_EPS = K["min_samples"], K["max_downloads_per_node"], K["epsilon"]
 K_SCV_ONLINE, K_Q_IN_SERVICE = K["scv_online"], K["queue_in_service"]
@@ -232,6 +252,10 @@ def tier_estimates(S, P, R, i, j, t, out):
         out[tier, 0] = h
         out[tier, 1] = m
         out[tier, 2] = qq
+        if out.shape[1] > 6:  # what seed 001's model needs: servers, rate, service time
+            out[tier, 4] = c
+            out[tier, 5] = lam
+            out[tier, 6] = mean_s
 
 
 @kernel
@@ -265,6 +289,18 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
             if qn < best_q and fits(S, P, v, j, t):
                 best, best_q = v, qn
         return best
+    if mode == LA_IMR:
+        best, best_l = -1, math.inf
+        for k in (LOCAL, EDGE, CLOUD):
+            if nodes[k] < 0:
+                continue
+            est[k, 3] = la_imr_latency(R, est[k, 4], est[k, 5], est[k, 6], 0.0 if k == CLOUD else TRANSFER_S)
+        for k in (LOCAL, EDGE, CLOUD):
+            if nodes[k] >= 0 and est[k, 3] <= R.po[KL_BUDGET]:
+                return nodes[k]
+            if nodes[k] >= 0 and est[k, 3] < best_l:
+                best, best_l = k, est[k, 3]
+        return nodes[best]
     if mode == ORACLE:
         for k in range(N_TIERS):
             est[k, 3] = oracle_delay(S, P, nodes[k], j) if nodes[k] >= 0 else math.inf
@@ -276,6 +312,23 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     eps = 1.0 if mode == RANDOM else R.po[K_EPS]
     col = 1 if mode == MODEL_ONLY else (2 if mode == QUEUE_ONLY else 0)
     return nodes[pick_tier(S, nodes, est, col, eps)]
+
+
+@kernel
+def la_imr_latency(R, c, lam, mean_s, transfer):
+    """Seed 001's end-to-end latency of a tier with c servers, arrival rate lam and mean
+    service time mean_s: the processing term (the affine power law of the per-server
+    rate, eqs. 7-8, or eq. 5 with U = max(floor, lam s / c) and S = 1), plus the
+    Erlang-C M/M/c wait (eq. 12; Allen-Cunneen with both SCVs 1 is Erlang C), plus the
+    network term (the transfer steps). docs/routing.md section 6.3."""
+    if R.po[KL_EQ5] > 0.0:
+        u = max(R.po[KL_FLOOR], lam * mean_s / c)
+        proc = mean_s * (1.0 + u ** R.po[KL_GAMMA])
+    else:
+        a = mean_s if math.isnan(R.po[KL_ALPHA]) else R.po[KL_ALPHA]
+        proc = a + R.po[KL_BETA] * (lam / c) ** R.po[KL_GAMMA]
+    w = min(allen_cunneen_wait(c, lam, 1.0 / mean_s, 1.0, 1.0), W_MAX)
+    return proc + w + transfer
 
 
 @kernel
@@ -362,7 +415,7 @@ def tier_place(S, P, t, args):
     count_queues(S, R)
     _tick(R, t)
     _user_totals(S, R)
-    est = np.empty((N_TIERS, 4))
+    est = np.empty((N_TIERS, 7))
     nodes = np.empty(N_TIERS, np.int64)
     decided = False
     for i in pending_requests_fifo(S):

@@ -36,6 +36,7 @@ _BUILTIN: dict[str, dict[str, str]] = {
         "jsq": "gmm_volunteer.policies.jsq:Jsq",
         "jsq_s": "gmm_volunteer.policies.jsq_s:JsqS",
         "oracle": "gmm_volunteer.policies.oracle:Oracle",
+        "la_imr": "gmm_volunteer.policies.la_imr_router:LaImrRouter",
         "random": "gmm_volunteer.policies.random_tier:RandomTier",
         "edge_first": "gmm_volunteer.policies.edge_first:EdgeFirst",
         "model_only": "gmm_volunteer.policies.model_only:ModelOnly",
