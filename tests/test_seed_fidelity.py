@@ -178,3 +178,13 @@ def test_la_imr_autoscaler_eq5_and_floor():
     want = 1 + next(k for k, x in enumerate(lat) if x <= 1.6)
     got = fewest_units(2.0, 1.0, 1.6, 1, 8, 0, 0, 1, lambda n: eq5_latency(n, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0))
     assert got == want
+
+
+def test_proximity_reads_no_node_metrics_unless_asked(synthetic_model):
+    """Seed 000 6.2: proxy-mity ranks by network latency without node-state tracking."""
+    from gmm_volunteer.policies.monitor import OP_METRIC_READ
+
+    spread = _run(synthetic_model, "proximity", steps=100)
+    cpu = _run(synthetic_model, "proximity", {"cpu_load": True}, steps=100)
+    assert spread.policy_series["monitor_calls"][1][:, OP_METRIC_READ].sum() == 0
+    assert cpu.policy_series["monitor_calls"][1][:, OP_METRIC_READ].sum() > 0
