@@ -202,7 +202,8 @@ def latency_refresh(S, P, R, j0, t):
             if not fits(S, P, v, j, t):
                 continue
             n += 1
-            fresh += not stale(R, v, j, t)
+            if not stale(R, v, j, t):
+                fresh += 1
     if n == 0 or fresh == n or fresh >= R.po[K_TRIGGER] * n:
         return  # enough candidates with valid latency data
     if t - R.ac[j0] < R.po[K_ACOOL]:

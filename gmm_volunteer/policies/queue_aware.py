@@ -376,7 +376,7 @@ def oracle_delay(S, P, v, j):
             rem[n] = work_mean(P, S.b_sub[b], S.b_size[b])
             n += 1
         b = S.b_nnext[b]
-    ex = max(1.0, math.ceil(ps_finish(rem, n, cores, work_mean(P, j, 1))))
+    ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, work_mean(P, j, 1)))))
     return ex + (0.0 if v == 0 else TRANSFER_S)
 
 
