@@ -23,6 +23,8 @@ def _run(synthetic_model, scheduler, options=None, steps=200, users=20, server=1
 
     cfg = config_from_dict({"steps": steps, "seed": seed, "model": str(synthetic_model),
                             "users": {"count": users, "capacity": 1}, "server": {"capacity": server},
+                            "availability": {"online": {"dist": "exponential", "mean": 400.0},
+                                             "offline": {"dist": "exponential", "mean": 40.0}},
                             "requests": {"think_time": {"dist": "exponential", "mean": 8.0}},
                             "scheduler": scheduler, "scheduler_options": options or {}})
     return Simulation(cfg).run(progress=False)
@@ -72,7 +74,8 @@ def test_admission_waits_a_step_after_the_first_read(synthetic_model):
     from gmm_volunteer.model.engine import Simulation
 
     sim = Simulation(config_from_dict({"steps": 5, "seed": 1, "model": str(synthetic_model),
-                                       "users": {"count": 3, "capacity": 1}, "scheduler": "asrb"}))
+                                       "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
+                                       "scheduler": "asrb"}))
     R = make_R(AsrbOptions())
     assert asrb.admitted(sim.S, R, 0, 0)  # the server always
     assert not asrb.admitted(sim.S, R, 2, 5)  # never read
