@@ -63,10 +63,10 @@ def test_queue_term_counts_waiting_work_only():
 
 def test_scv_from_the_work_law(sim):
     """C_s^2 of a lognormal work factor with log-sd s is exp(s^2) - 1; 1 if exponential."""
-    P = sim.P
+    P = sim.params  # the fields from Python; the kernel takes the packed sim.P
     for j in range(P.n_sub):
         want = 1.0 if P.wk_dist[j] == qa.WORK_EXPONENTIAL else math.exp(P.wk_lsd[j] ** 2) - 1.0
-        assert qa.law_scv(P, j) == pytest.approx(want)
+        assert qa.law_scv(sim.P, j) == pytest.approx(want)
     R = make_R(QueueAwareOptions(min_samples=2), nf=qa.N_AF)
     # learned mean, law SCV by default; online SCV only when asked
     R.af[qa.AF_SVC:qa.AF_SVC + 3] = [3.0, 2.0, 12.0]  # n = 3, mean 2, M2 12 -> var 6, SCV 1.5
