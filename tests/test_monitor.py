@@ -8,20 +8,16 @@ import math
 import numpy as np
 import pytest
 
+from gmm_volunteer.model.constants import MONITOR_OPS
 from gmm_volunteer.model.params import CPU, MEMORY
 from gmm_volunteer.policies import monitor as mon
 from gmm_volunteer.policies.asrb import AsrbOptions, asrb_label, asrb_score
-from gmm_volunteer.policies.routing import RouteState, option_vector
+from gmm_volunteer.policies.routing import new_route_state
 
 
-def make_R(options=None, n_nodes=4, steps=100):
+def make_R(options=None, n_nodes=4, steps=100, n_sub=2, nf=0):
     options = options or AsrbOptions()
-    arrays = mon.new_monitor_arrays(n_nodes, steps, mon.monitor_config(options))
-    return RouteState(po=option_vector(options), **arrays,
-                      pl_node=np.full((n_nodes, 1), -1), pl_t=np.zeros((n_nodes, 1), np.int64),
-                      pl_dec=np.full((n_nodes, 1), -1), pl_tag=np.full((n_nodes, 1), -1), nq=np.zeros(n_nodes, np.int64),
-                      af=np.zeros(1), ai=np.zeros(1, np.int64), dlog=np.zeros((1, 7)),
-                      dn=np.zeros(2, np.int64))
+    return new_route_state(options, n_nodes, n_sub, steps, nf=nf)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +126,7 @@ def test_router_records_monitoring_cost(synthetic_model, tmp_path):
                             "scheduler": "asrb", "scheduler_options": {"monitor_period_s": 5}})
     rec = Simulation(cfg).run(progress=False)
     calls = rec.policy_series["monitor_calls"][1]
-    assert calls.shape == (120, 3) and calls.sum() > 0
+    assert calls.shape == (120, len(MONITOR_OPS)) and calls.sum() > 0
     ds = open_result(write_result(rec, tmp_path / "r.zarr"))
     m = run_metrics(ds)
     np.testing.assert_allclose(m["monitor_calls_total"].values, calls.sum(axis=0))

@@ -28,8 +28,9 @@ def test_estimator_error_is_the_mean_absolute_relative_error_of_completed_decisi
 def test_measures_are_nan_where_they_do_not_apply():
     ds = xr.Dataset()
     m = routing_metrics(ds)
-    assert all(np.isnan(v[1]) for k, v in m.items() if k != "estimator_decisions")
-    assert m["estimator_decisions"][1] == 0
+    counts = ("estimator_decisions", "estimator_mape_decisions")
+    assert all(np.isnan(v[1]) for k, v in m.items() if k not in counts)
+    assert all(m[k][1] == 0 for k in counts)
 
 
 def test_accuracy_served_and_variant_share():

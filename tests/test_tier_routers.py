@@ -26,8 +26,9 @@ def sim(synthetic_model):
     return Simulation(cfg)
 
 
-def test_beta_blends_model_and_queue():
-    R = make_R(QueueAwareOptions(utilization_threshold=10.0))  # no penalty here
+def test_beta_blends_model_and_queue_counting_work_in_service():
+    """The router before issue 22 (queue_in_service: true): q counts work in service."""
+    R = make_R(QueueAwareOptions(utilization_threshold=10.0, queue_in_service=True))  # no penalty here
     c, lam, mean_s, scv, d = 4, 2.0, 1.5, 2.0, 2.0
     w_model = allen_cunneen_wait(c, lam, 1 / mean_s, 1.0, scv)
     # empty tier: beta = 0, the model alone
@@ -41,6 +42,49 @@ def test_beta_blends_model_and_queue():
     h, m, q = tier_estimate(R, c, lam, 10, mean_s, scv, d)
     assert h == pytest.approx((10 - 4) * mean_s / 4 + mean_s + d) and q == pytest.approx(h)
     assert m == pytest.approx(w_model + mean_s + d)
+
+
+def test_queue_term_counts_waiting_work_only():
+    """Seed 002: beta and W_queue from the waiting tasks, those beyond the c servers."""
+    R = make_R(QueueAwareOptions(utilization_threshold=10.0))
+    c, lam, mean_s, scv, d = 4, 2.0, 1.5, 2.0, 2.0
+    w_model = allen_cunneen_wait(c, lam, 1 / mean_s, 1.0, scv)
+    # every server busy, nobody waiting: beta = 0, the model alone (before: beta = 1)
+    h, m, q = tier_estimate(R, c, lam, 4, mean_s, scv, d)
+    assert h == pytest.approx(w_model + mean_s + d) and q == pytest.approx(mean_s + d)
+    # 2 waiting of c = 4: beta = 0.5, W_queue = 2 s / 4
+    h, _, q = tier_estimate(R, c, lam, 6, mean_s, scv, d)
+    assert q == pytest.approx(2 * mean_s / 4 + mean_s + d)
+    assert h == pytest.approx(0.5 * w_model + 0.5 * 2 * mean_s / 4 + mean_s + d)
+    # 8 waiting: beta = 1, the queue alone
+    h, _, q = tier_estimate(R, c, lam, 12, mean_s, scv, d)
+    assert h == pytest.approx(q) and q == pytest.approx(8 * mean_s / 4 + mean_s + d)
+
+
+def test_scv_from_the_work_law(sim):
+    """C_s^2 of a lognormal work factor with log-sd s is exp(s^2) - 1; 1 if exponential."""
+    P = sim.params  # the fields from Python; the kernel takes the packed sim.P
+    for j in range(P.n_sub):
+        want = 1.0 if P.wk_dist[j] == qa.WORK_EXPONENTIAL else math.exp(P.wk_lsd[j] ** 2) - 1.0
+        assert qa.law_scv(sim.P, j) == pytest.approx(want)
+    R = make_R(QueueAwareOptions(min_samples=2), nf=qa.N_AF)
+    # learned mean, law SCV by default; online SCV only when asked
+    R.af[qa.AF_SVC:qa.AF_SVC + 3] = [3.0, 2.0, 12.0]  # n = 3, mean 2, M2 12 -> var 6, SCV 1.5
+    assert qa.service_stats(R, 0, 5.0, 0.3) == pytest.approx((2.0, 0.3))
+    R2 = make_R(QueueAwareOptions(min_samples=2, scv_online=True), nf=qa.N_AF)
+    R2.af[qa.AF_SVC:qa.AF_SVC + 3] = [3.0, 2.0, 12.0]
+    assert qa.service_stats(R2, 0, 5.0, 0.3) == pytest.approx((2.0, 1.5))
+    assert qa.service_stats(R2, 1, 5.0, 0.3) == pytest.approx((5.0, 1.0))  # no samples: prior, 1
+
+
+def test_processor_sharing_finish_time():
+    rem = np.array([1.0, 5.0])
+    assert qa.ps_finish(rem, 0, 1.0, 3.0) == pytest.approx(3.0)  # alone on one core
+    # one core, one job of 1 left: both at 1/2 until t = 2, then the new one alone: 2 more
+    assert qa.ps_finish(rem, 1, 1.0, 3.0) == pytest.approx(4.0)
+    assert qa.ps_finish(rem, 1, 2.0, 3.0) == pytest.approx(3.0)  # two cores: a core each
+    # three jobs on two cores: 2/3 each until the 1 finishes (t = 1.5), then a core each
+    assert qa.ps_finish(rem, 2, 2.0, 3.0) == pytest.approx(1.5 + 2.0)
 
 
 def test_penalty_above_utilization_threshold():

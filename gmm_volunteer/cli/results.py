@@ -30,6 +30,9 @@ TABLES = {
     "autoscalers-paired": ("the autoscalers' paired differences", "autoscale_report", "paired_table", True),
     "routing": ("the routing comparison per grid point", "routing_report", "comparison_table", False),
     "estimators": ("the delay estimators' error", "routing_report", "estimator_table", False),
+    "mape": ("the delay estimators' MAPE per load level, whole run, every tier", "routing_report",
+             "mape_table", False),
+    "herding": ("the herding diagnostic per grid point", "routing_report", "herding_table", False),
 }
 
 

@@ -63,6 +63,40 @@ def estimator_table(ds: xr.Dataset) -> pd.DataFrame | None:
     return xr.Dataset(cols).to_dataframe()[list(cols)]
 
 
+def herding_table(ds: xr.Dataset) -> pd.DataFrame | None:
+    """Per grid point (means over seeds): the herding diagnostic (docs/routing.md
+    section 7): the most subtasks placed on one node in a step (mean over steps with
+    placements, and the run's maximum), the share of steps in which the server had a
+    free core while a volunteer held more subtasks than its cores, and the largest
+    excess of subtasks over a volunteer's cores."""
+    names = {"herding_max_placed_mean": "most placed on one node per step (mean)",
+             "herding_max_placed_max": "most placed on one node in a step (max)",
+             "herding_server_free_share": "share of steps: server free, volunteer over its cores",
+             "herding_excess_max": "largest volunteer excess over its cores"}
+    if any(n not in ds for n in names):
+        return None
+    cols = {label: _seed_mean(ds[n]) for n, label in names.items()}
+    df = xr.Dataset(cols).compute().to_dataframe()
+    return df[list(cols)]
+
+
+def mape_table(ds: xr.Dataset) -> pd.DataFrame | None:
+    """Per load level (users) and router with tier decisions: the mean absolute relative
+    error (MAPE) of the hybrid, model-only and queue-only delay estimates over every
+    completed decision of the run, all tiers, and of the hybrid per tier (means over
+    seeds; seed 002's claim is that the hybrid has the least at every load)."""
+    names = ([f"estimator_mape_{e}" for e in ("hybrid", "model_only", "queue_only")]
+             + [f"estimator_mape_hybrid_{t}" for t in ("local", "edge", "cloud")])
+    if any(n not in ds for n in names):
+        return None
+    e = xr.Dataset({n.removeprefix("estimator_mape_"): _seed_mean(ds[n]) for n in names}).compute()
+    keep = np.isfinite(e["hybrid"]).any([d for d in e["hybrid"].dims if d != "scheduler"])
+    if not bool(keep.any()):
+        return None
+    e = e.sel(scheduler=ds["scheduler"].values[keep.values])
+    return e.to_dataframe()[list(e.data_vars)]
+
+
 def _event_spans(config_text: str):
     import yaml
 
@@ -144,6 +178,19 @@ def sections(ds: xr.Dataset, img, table_html) -> list[str]:
                   "<p>Mean |predicted - realized| / realized of each delay estimate, all three "
                   "scored on the decisions of the router in the row (the first "
                   "<code>decision_log</code> decisions of each run).</p>", table_html(est)]
+    mape = mape_table(ds)
+    if mape is not None:
+        parts += ["<h2>Delay estimator MAPE per load level, whole run, every tier (seed 002)</h2>",
+                  "<p>Mean |predicted - realized| / realized over every completed decision of "
+                  "the run (not only the logged ones), all tiers and the hybrid per tier of the "
+                  "decision; means over seeds.</p>", table_html(mape)]
+    herd = herding_table(ds)
+    if herd is not None:
+        parts += ["<h2>Herding per step (means over seeds)</h2>",
+                  "<p>Per step in which the router placed: the most subtasks it placed on one "
+                  "node; whether, after placing, the server had a free core while a volunteer "
+                  "held more subtasks than its cores (docs/routing.md section 7).</p>",
+                  table_html(herd)]
     where = ds.attrs.get("results_dir")
     if where:
         try:

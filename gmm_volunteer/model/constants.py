@@ -44,6 +44,7 @@ OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = (OUTCOMES.index(o) for o in
                                              ("completed", "abandoned", "dropped"))
 
 # Operations of a routing policy's monitor whose cost is recorded (docs/routing.md).
-MONITOR_OPS = ("metric_read", "latency_probe", "label_update")
-OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE = (MONITOR_OPS.index(o) for o in
-                                                     ("metric_read", "latency_probe", "label_update"))
+# score_update: seed 000 section 6.4, the PATCH calls that publish a pod's score
+MONITOR_OPS = ("metric_read", "latency_probe", "label_update", "score_update")
+OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE, OP_SCORE_UPDATE = (
+    MONITOR_OPS.index(o) for o in ("metric_read", "latency_probe", "label_update", "score_update"))

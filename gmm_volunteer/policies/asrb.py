@@ -18,28 +18,38 @@ from __future__ import annotations
 import math
 
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import (
+    C_LABEL_BYTES,
     C_LAT_CAP,
     F_LAT,
+    F_PUB_SCORE,
     F_SCORE,
     FIT,
     I_MULT,
+    I_SEEN,
+    I_STABLE,
+    I_VOLATILE,
+    OP_SCORE_UPDATE,
     OVERLOADED,
     UNFIT,
     MonitorOptions,
+    charge,
+    latency_stale,
+    latency_stale_sub,
     overloaded,
     probe_estimate,
+    probe_latency,
+    probe_latency_sub,
     publish_label,
-    refresh_latency,
     refresh_metrics,
 )
-from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
+from gmm_volunteer.policies.routing import Router, count_queues, record_herding, fits, observe, option_index, route_assign
 from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 
@@ -54,12 +64,47 @@ class AsrbOptions(MonitorOptions):
     period_fit: int = Field(2, ge=1)
     period_unfit: int = Field(3, ge=1)
     max_downloads_per_node: int = Field(1, ge=1)
+    # --- issue 22 (docs/routing.md section 6.1); each false / 0 gives the earlier router
+    # Latency per (node, subtask), as seed 000 keeps one per pod; false: one per node.
+    latency_per_type: bool = True
+    # One lambda per request type, in the bundle's order (seed 000 4.1: lambda comes with
+    # each request); None: latency_weight for every request.
+    latency_weight_per_type: list[float] | None = None
+    # Alg. 2 runs when fewer than this fraction of a subtask's candidates have a valid
+    # (fresh) latency; 1 probes every stale candidate at every scan (the earlier router).
+    refresh_trigger: float = Field(0.5, ge=0.0, le=1.0)
+    # After an Alg. 2 round for a subtask, none for it for this long, s (seed 000 5.2).
+    approx_cooldown_s: int = Field(15, ge=0)
+    # A volunteer is a candidate from the step after its first metric read (pod admission).
+    admission_probe: bool = True
+    # PATCH calls publishing a node's score when it moved by more than score_patch_delta.
+    score_patch: bool = True
+    score_patch_delta: float = Field(0.05, ge=0.0)
+    # Volatile nodes at the overloaded period; nodes stable for stable_samples samples one
+    # multiplier step slower (at most period_unfit) (seed 000 5.1).
+    volatility: bool = True
+    stable_samples: int = Field(5, ge=1)
+
+    @field_validator("latency_weight_per_type")
+    @classmethod
+    def _lambdas_in_unit_interval(cls, v):
+        if v is not None:
+            if len(v) == 0:
+                raise ValueError("give at least one lambda (one per request type)")
+            bad = [x for x in v if not 0.0 <= x <= 1.0]
+            if bad:
+                raise ValueError(f"each lambda must be in [0, 1], got {bad[0]}")
+        return v
 
 
 K = option_index(AsrbOptions)
 K_LAMBDA, K_MIN_SCORE = K["latency_weight"], K["min_score"]
 K_P_OVER, K_P_FIT, K_P_UNFIT = K["period_overloaded"], K["period_fit"], K["period_unfit"]
 K_MAXDL = K["max_downloads_per_node"]
+K_PER_TYPE = K["latency_per_type"]
+K_TRIGGER, K_ACOOL = K["refresh_trigger"], K["approx_cooldown_s"]
+K_ADMIT, K_PATCH, K_PATCH_D = K["admission_probe"], K["score_patch"], K["score_patch_delta"]
+K_VOLAT, K_STABLE = K["volatility"], K["stable_samples"]
 
 
 @kernel
@@ -89,7 +134,22 @@ def asrb_label(R, v, score, t):
         R.mi[v, I_MULT] = int(R.po[K_P_FIT])
     else:
         R.mi[v, I_MULT] = int(R.po[K_P_UNFIT])
+    if R.po[K_VOLAT] > 0.0:
+        if R.mi[v, I_VOLATILE] == 1:
+            R.mi[v, I_MULT] = int(R.po[K_P_OVER])
+        elif R.mi[v, I_STABLE] >= R.po[K_STABLE]:
+            R.mi[v, I_MULT] = min(R.mi[v, I_MULT] + 1, int(R.po[K_P_UNFIT]))
     return label
+
+
+@kernel
+def publish_score(R, v, score, t):
+    """Seed 000 6.4: a PATCH call publishes v's score when it moved by more than
+    ``score_patch_delta`` since the last published one (charged as a score update)."""
+    old = R.mf[v, F_PUB_SCORE]
+    if math.isnan(old) or abs(score - old) > R.po[K_PATCH_D]:
+        R.mf[v, F_PUB_SCORE] = score
+        charge(R, t, OP_SCORE_UPDATE, 1.0, R.mc[C_LABEL_BYTES])
 
 
 @kernel
@@ -104,6 +164,8 @@ def variant_latency(S, P, R, v, j, j0):
     """v's monitored latency for variant j of requested subtask j0: the node's average
     plus the difference in execution time of the two models there, as a probe would
     tell it (policies.monitor.probe_estimate; docs/routing.md, "Model variants")."""
+    if R.po[K_PER_TYPE] > 0.0:
+        return R.ml[v, j]  # every variant is a pod of its own (seed 000 4.1)
     lat = R.mf[v, F_LAT]
     if j == j0 or math.isnan(lat):
         return lat
@@ -111,13 +173,63 @@ def variant_latency(S, P, R, v, j, j0):
 
 
 @kernel
-def asrb_choose(S, P, R, j0, t):
-    """(node, subtask) for a slot requesting j0: over its variants (j0 itself only
-    without ``execution.variants``) and their eligible nodes, seed 000 Algorithm 1."""
-    lam, cap, smin = R.po[K_LAMBDA], R.mc[C_LAT_CAP], R.po[K_MIN_SCORE]
+def admitted(S, R, v, t):
+    """Pod admission (seed 000 6.2): the server always; a volunteer from the step after
+    its first metric read."""
+    if R.po[K_ADMIT] <= 0.0 or v == 0:
+        return True
+    return R.mi[v, I_SEEN] >= 0 and R.mi[v, I_SEEN] < t
+
+
+@kernel
+def stale(R, v, j, t):
+    if R.po[K_PER_TYPE] > 0.0:
+        return latency_stale_sub(R, v, j, t)
+    return latency_stale(R, v, t)
+
+
+@kernel
+def latency_refresh(S, P, R, j0, t):
+    """Seed 000 Alg. 1 step 3 and Alg. 2: when fewer than ``refresh_trigger`` of the
+    candidates of j0 (over its variants) have a fresh latency and j0's approximation
+    cooldown has passed, probe every stale candidate. With ``refresh_trigger`` 1 and no
+    cooldown this probes every stale candidate at every scan (the earlier router)."""
+    n, fresh = 0, 0
+    for q in range(P.var_n[j0]):
+        j = P.var_list[j0, q]
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            if not fits(S, P, v, j, t):
+                continue
+            n += 1
+            if not stale(R, v, j, t):
+                fresh += 1
+    if n == 0 or fresh == n or fresh >= R.po[K_TRIGGER] * n:
+        return  # enough candidates with valid latency data
+    if t - R.ac[j0] < R.po[K_ACOOL]:
+        return  # within the subtask's approximation cooldown: cached values are used
+    R.ac[j0] = t
+    for q in range(P.var_n[j0]):
+        j = P.var_list[j0, q]
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            if fits(S, P, v, j, t) and stale(R, v, j, t):
+                if R.po[K_PER_TYPE] > 0.0:
+                    probe_latency_sub(S, P, R, v, j, t)
+                else:
+                    probe_latency(S, P, R, v, j, t)
+
+
+@kernel
+def asrb_choose(S, P, R, j0, t, lam):
+    """(node, subtask) for a slot requesting j0 with latency weight lam: over its
+    variants (j0 itself only without ``execution.variants``) and their eligible nodes,
+    seed 000 Algorithm 1."""
+    cap, smin = R.mc[C_LAT_CAP], R.po[K_MIN_SCORE]
     best_fit, s_fit, j_fit = -1, -1.0, -1
     best_over, s_over, j_over = -1, -1.0, -1
     n_ok = 0
+    latency_refresh(S, P, R, j0, t)
     for q in range(P.var_n[j0]):
         j = P.var_list[j0, q]
         acc = variant_accuracy(P, j)
@@ -125,11 +237,14 @@ def asrb_choose(S, P, R, j0, t):
             v = candidate(S, j, idx)
             if not fits(S, P, v, j, t):
                 continue
-            n_ok += 1
             refresh_metrics(S, R, v, t)
-            refresh_latency(S, P, R, v, j, t)
+            if not admitted(S, R, v, t):
+                continue
+            n_ok += 1
             s = asrb_score(variant_latency(S, P, R, v, j, j0), acc, lam, cap)
             R.mf[v, F_SCORE] = s
+            if R.po[K_PATCH] > 0.0:
+                publish_score(R, v, s, t)
             label = asrb_label(R, v, s, t)
             if label == FIT and s >= smin and s > s_fit:
                 best_fit, s_fit, j_fit = v, s, j
@@ -141,12 +256,12 @@ def asrb_choose(S, P, R, j0, t):
         return best_over, j_over
     if n_ok == 0:
         return -1, -1
-    r = randint(S.rng, STREAM_SCHEDULER, n_ok)  # random among the healthy (feasible) ones
+    r = randint(S.rng, STREAM_SCHEDULER, n_ok)  # random among the healthy (admitted, feasible) ones
     for q in range(P.var_n[j0]):
         j = P.var_list[j0, q]
         for idx in range(S.hd_n[j] + 1):
             v = candidate(S, j, idx)
-            if fits(S, P, v, j, t):
+            if fits(S, P, v, j, t) and admitted(S, R, v, t):
                 if r == 0:
                     return v, j
                 r -= 1
@@ -169,9 +284,11 @@ def asrb_place(S, P, t, args):
         for p in range(P.task_nsub[k]):
             if S.ex_node[i, p] >= 0:
                 continue
-            v, j = asrb_choose(S, P, R, P.task_sub[k, p], t)
+            lam = R.af[k] if R.af[R.af.shape[0] - 1] > 0.0 and R.af.shape[0] == P.n_task + 1 else R.po[K_LAMBDA]
+            v, j = asrb_choose(S, P, R, P.task_sub[k, p], t, lam)
             if v >= 0:
                 route_assign(S, P, R, i, p, v, t, -1, -1, j)
+    record_herding(S, R, t)
 
 
 class Asrb(Router):
@@ -181,3 +298,20 @@ class Asrb(Router):
     Options = AsrbOptions
     downloads = asrb_downloads
     place = asrb_place
+
+    def scratch_sizes(self, params):
+        lams = self.options.latency_weight_per_type
+        return (0 if lams is None else int(params.n_task) + 1), 0  # lambdas, then a flag
+
+    def prepare(self, params, steps: int) -> None:
+        lams = self.options.latency_weight_per_type
+        if lams is not None and len(lams) != int(params.n_task):
+            from gmm_volunteer.model.config import ConfigError
+
+            raise ConfigError(
+                f"scheduler_options.latency_weight_per_type: {len(lams)} values given, but the "
+                f"bundle has {int(params.n_task)} request types (one lambda per type, in its order)")
+        super().prepare(params, steps)
+        if lams is not None:
+            self._R.af[: len(lams)] = lams
+            self._R.af[len(lams)] = 1.0

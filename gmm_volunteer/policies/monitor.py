@@ -39,18 +39,21 @@ from pydantic import BaseModel, Field
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.params import CPU, MEMORY
-from gmm_volunteer.model.constants import MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ  # noqa: F401
+from gmm_volunteer.model.constants import (  # noqa: F401
+    MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ, OP_SCORE_UPDATE)
 
 # per-node floats R.mf
-F_LAT, F_CPU, F_MEM, F_SCORE = range(4)
-NF = 4
-# per-node ints R.mi
-I_T_LAT, I_T_RES, I_MULT, I_LABEL, I_T_LABEL, I_T_OVER, I_NOBS, I_NFAIL = range(8)
-NI = 8
+F_LAT, F_CPU, F_MEM, F_SCORE, F_PUB_SCORE = range(5)
+NF = 5
+# per-node ints R.mi (I_STABLE: consecutive latency samples within the volatility band;
+# I_VOLATILE: 1 if the last one was outside it; I_SEEN: step of the first metric read
+# since the node came online, -1 none: seed 000 5.1 and 6.2, issue 22)
+I_T_LAT, I_T_RES, I_MULT, I_LABEL, I_T_LABEL, I_T_OVER, I_NOBS, I_NFAIL, I_STABLE, I_VOLATILE, I_SEEN = range(11)
+NI = 11
 # configuration R.mc (from the router's options)
 (C_ALPHA, C_PERIOD, C_CALL_BYTES, C_NODE_BYTES, C_PROBE_BYTES, C_LABEL_BYTES, C_LABEL_PERIOD,
- C_THRESHOLD, C_COOLDOWN, C_LAT_CAP) = range(10)
-NC = 10
+ C_THRESHOLD, C_COOLDOWN, C_LAT_CAP, C_VOLATILE) = range(11)
+NC = 11
 # global ints R.mg
 G_LAST_POLL = 0
 NG = 2
@@ -82,6 +85,9 @@ class MonitorOptions(BaseModel):
     cooldown_s: int = Field(30, ge=0)
     # Latency that scores 0 (seed 000 eq. 1 caps at 1000 ms; our subtasks take seconds).
     latency_cap_s: float = Field(10.0, gt=0.0)
+    # A latency sample further than this fraction from the node's average marks the node
+    # volatile (seed 000 section 5.1: more monitoring for volatile nodes).
+    volatile_change: float = Field(0.5, gt=0.0)
 
 
 def monitor_config(options) -> np.ndarray:
@@ -101,12 +107,17 @@ def monitor_config(options) -> np.ndarray:
     mc[C_THRESHOLD] = d["overload_threshold"]
     mc[C_COOLDOWN] = d["cooldown_s"]
     mc[C_LAT_CAP] = d["latency_cap_s"]
+    mc[C_VOLATILE] = d["volatile_change"]
     return mc
 
 
-def new_monitor_arrays(n_nodes: int, steps: int, mc: np.ndarray) -> dict:
+def new_monitor_arrays(n_nodes: int, steps: int, mc: np.ndarray, n_sub: int = 1) -> dict:
+    """The monitor's arrays; ``ml`` / ``mlt`` keep a latency and its time per (node,
+    subtask data key j) (seed 000 keeps one per pod; issue 22), ``ac`` the last Alg. 2
+    round per subtask (its approximation cooldown)."""
     mf = np.zeros((n_nodes, NF))
     mf[:, F_LAT] = np.nan
+    mf[:, F_PUB_SCORE] = np.nan
     mi = np.zeros((n_nodes, NI), np.int64)
     mi[:, I_T_LAT] = -1
     mi[:, I_T_RES] = -1
@@ -114,9 +125,13 @@ def new_monitor_arrays(n_nodes: int, steps: int, mc: np.ndarray) -> dict:
     mi[:, I_LABEL] = FIT  # a node nobody has judged yet is routable (seed 000 6.3, T2)
     mi[:, I_T_LABEL] = -(1 << 40)
     mi[:, I_T_OVER] = -(1 << 40)
+    mi[:, I_SEEN] = -1
     mg = np.zeros(NG, np.int64)
     mg[G_LAST_POLL] = -(1 << 40)
+    n_sub = max(int(n_sub), 1)
     return {"mf": mf, "mi": mi, "mc": mc, "mg": mg,
+            "ml": np.full((n_nodes, n_sub), np.nan), "mlt": np.full((n_nodes, n_sub), -1, np.int64),
+            "ac": np.full(n_sub, -(1 << 40), np.int64),
             "mser": np.zeros((max(steps, 1), len(MONITOR_OPS), 2))}
 
 
@@ -144,6 +159,32 @@ def feedback(R, v, latency, t):
     R.mi[v, I_T_LAT] = t
 
 
+@kernel
+def feedback_sub(R, v, j, latency, t):
+    """A latency sample of subtask j on node v into the (node, j) average (seed 000 keeps
+    a latency per pod: a model on a node). Also tracks v's volatility (seed 000 5.1): a
+    sample further than ``volatile_change`` (relative) from the average marks v volatile
+    and restarts its count of stable samples; one within it adds to that count."""
+    old = R.ml[v, j]
+    if R.mlt[v, j] < 0 or math.isnan(old):
+        R.ml[v, j] = latency
+    else:
+        a = R.mc[C_ALPHA]
+        R.ml[v, j] = (1.0 - a) * old + a * latency
+        if abs(latency - old) > R.mc[C_VOLATILE] * old:
+            R.mi[v, I_VOLATILE] = 1
+            R.mi[v, I_STABLE] = 0
+        else:
+            R.mi[v, I_VOLATILE] = 0
+            R.mi[v, I_STABLE] += 1
+    R.mlt[v, j] = t
+
+
+@njit(cache=True, inline="always")
+def latency_stale_sub(R, v, j, t):
+    return R.mlt[v, j] < 0 or t - R.mlt[v, j] >= period(R, v)
+
+
 @njit(cache=True, inline="always")
 def latency_stale(R, v, t):
     return R.mi[v, I_T_LAT] < 0 or t - R.mi[v, I_T_LAT] >= period(R, v)
@@ -168,6 +209,8 @@ def use_fractions(S, v, t):
 @njit(cache=True, inline="always")
 def _store_metrics(S, R, v, t):
     cpu, mem = use_fractions(S, v, t)
+    if R.mi[v, I_SEEN] < 0:
+        R.mi[v, I_SEEN] = t
     R.mf[v, F_CPU] = cpu
     R.mf[v, F_MEM] = mem
     R.mi[v, I_T_RES] = t
@@ -232,6 +275,16 @@ def probe_estimate(S, P, R, v, j, t):
 def probe_latency(S, P, R, v, j, t):
     """An active probe of v (charged) whose answer enters v's latency average."""
     feedback(R, v, probe_estimate(S, P, R, v, j, t), t)
+    charge(R, t, OP_LATENCY_PROBE, 1.0, R.mc[C_PROBE_BYTES])
+
+
+@kernel
+def probe_latency_sub(S, P, R, v, j, t):
+    """An active probe of subtask j's latency on v (charged), into the (v, j) average
+    and v's node average."""
+    x = probe_estimate(S, P, R, v, j, t)
+    feedback_sub(R, v, j, x, t)
+    feedback(R, v, x, t)
     charge(R, t, OP_LATENCY_PROBE, 1.0, R.mc[C_PROBE_BYTES])
 
 

@@ -25,7 +25,7 @@ from gmm_volunteer.policies.monitor import (
     poll_all,
     refresh_latency,
 )
-from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
+from gmm_volunteer.policies.routing import Router, count_queues, record_herding, fits, observe, option_index, route_assign
 from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 
@@ -86,6 +86,7 @@ def qedgeproxy_place(S, P, t, args):
             v = qep_choose(S, P, R, P.task_sub[k, p], t, buf)
             if v >= 0:
                 route_assign(S, P, R, i, p, v, t, -1)
+    record_herding(S, R, t)
 
 
 class QEdgeProxy(Router):

@@ -38,7 +38,8 @@ from pydantic import Field
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
-from gmm_volunteer.model.params import CPU
+from gmm_volunteer.model.params import CPU, DOWNLOAD, EXECUTION, WORK_EXPONENTIAL
+from gmm_volunteer.model.kernels.ops import work_mean
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import C_CALL_BYTES, C_NODE_BYTES, OP_METRIC_READ, MonitorOptions, charge
@@ -54,6 +55,7 @@ from gmm_volunteer.policies.routing import (
     Router,
     count_queues,
     fits,
+    record_herding,
     observe,
     option_index,
     route_assign,
@@ -64,7 +66,7 @@ from gmm_volunteer.model.theory import allen_cunneen_wait
 LOCAL, EDGE, CLOUD = range(3)
 TIERS = ("local", "edge", "cloud")
 # decision modes
-HYBRID, MODEL_ONLY, QUEUE_ONLY, JSQ, RANDOM, EDGE_FIRST = range(6)
+HYBRID, MODEL_ONLY, QUEUE_ONLY, JSQ, RANDOM, EDGE_FIRST, JSQ_S, ORACLE, LA_IMR = range(9)
 # R.af layout after the service statistics: mode, total user cores, user subtasks
 AF_MODE = AF_SVC + 3 * N_TIERS
 AF_USER_CORES = AF_MODE + 1
@@ -91,6 +93,12 @@ class TierOptions(MonitorOptions):
     # Decisions kept in the result's decision log (later ones are counted, not kept).
     decision_log: int = Field(100_000, ge=0, le=1_000_000)  # rows allocated up front (56 bytes each)
     max_downloads_per_node: int = Field(1, ge=1)
+    # C_s^2 learned online from completions (true), or derived from the work law as seed
+    # 002 derives it from its service distribution (false, default; issue 22).
+    scv_online: bool = False
+    # The queue term on every subtask in the tier, in service or waiting (true: the
+    # router before issue 22), or on the waiting ones beyond the busy servers (false).
+    queue_in_service: bool = False
 
 
 class QueueAwareOptions(TierOptions):
@@ -100,22 +108,55 @@ class QueueAwareOptions(TierOptions):
     epsilon: float = Field(0.05, ge=0.0, le=1.0)
 
 
+class LaImrRouterOptions(TierOptions):
+    """The routing half of seed 001 (LA-IMR; docs/routing.md section 6.3)."""
+
+    model_config = OPTIONS_CONFIG
+    # Affine power law L = alpha + beta (lambda / c)^gamma (eqs. 7-8); alpha None: the
+    # tier's mean service time (its idle latency).
+    alpha: float | None = Field(None, ge=0)
+    beta: float = Field(1.0, ge=0)
+    gamma: float = Field(1.0, gt=0)
+    # Eq. 5 instead: L = s (1 + U^gamma), U = max(utilization_floor, lambda s / c).
+    eq5: bool = False
+    utilization_floor: float = Field(0.0, ge=0.0, le=1.0)
+    # The latency budget a tier must meet (s), tried edge-most first: own device, other
+    # volunteers, server (offloading upstream); none within it: the least predicted.
+    budget_s: float = Field(10.0, gt=0)
+
+
 K = option_index(QueueAwareOptions)
+KL = option_index(LaImrRouterOptions)
+KL_ALPHA, KL_BETA, KL_GAMMA, KL_EQ5 = KL["alpha"], KL["beta"], KL["gamma"], KL["eq5"]
+KL_FLOOR, KL_BUDGET = KL["utilization_floor"], KL["budget_s"]
 K_WINDOW, K_UTIL, K_PENALTY = K["window_s"], K["utilization_threshold"], K["penalty"]
 K_MIN_SAMPLES, K_MAXDL, K_EPS = K["min_samples"], K["max_downloads_per_node"], K["epsilon"]
+K_SCV_ONLINE, K_Q_IN_SERVICE = K["scv_online"], K["queue_in_service"]
 assert list(option_index(TierOptions)) == list(K)[:-1]
 
 
 @kernel
-def service_stats(R, tier, prior):
-    """(mean, SCV) of the tier's service time: learned once min_samples completions are
-    in, else (prior, 1)."""
+def law_scv(P, j):
+    """C_s^2 of subtask j's work law (docs/model.md D10): exponential 1, lognormal with
+    log-sd s exp(s^2) - 1 (seed 002 derives C_s^2 from its service distribution)."""
+    if P.wk_dist[j] == WORK_EXPONENTIAL:
+        return 1.0
+    return math.exp(P.wk_lsd[j] * P.wk_lsd[j]) - 1.0
+
+
+@kernel
+def service_stats(R, tier, prior, prior_scv):
+    """(mean, SCV) of the tier's service time: the mean learned once min_samples
+    completions are in, else the prior; the SCV from the same samples with
+    ``scv_online``, else (and before min_samples) prior_scv."""
     o = AF_SVC + 3 * tier
     n = R.af[o]
     if n >= R.po[K_MIN_SAMPLES] and R.af[o + 1] > 0.0:
         mean = R.af[o + 1]
-        return mean, (R.af[o + 2] / (n - 1.0)) / (mean * mean)
-    return prior, 1.0
+        if R.po[K_SCV_ONLINE] > 0.0:
+            return mean, (R.af[o + 2] / (n - 1.0)) / (mean * mean)
+        return mean, prior_scv
+    return prior, (1.0 if R.po[K_SCV_ONLINE] > 0.0 else prior_scv)
 
 
 @kernel
@@ -124,8 +165,13 @@ def tier_estimate(R, c, lam, q, mean_s, scv, transfer):
     docstring; seed 002 sections 2-4)."""
     mu = 1.0 / mean_s
     w_model = min(allen_cunneen_wait(c, lam, mu, 1.0, scv), W_MAX)
-    w_queue = max(0.0, q - c) * mean_s / c
-    beta = min(1.0, q / c)
+    if R.po[K_Q_IN_SERVICE] > 0.0:  # the router before issue 22: q counts work in service
+        w_queue = max(0.0, q - c) * mean_s / c
+        beta = min(1.0, q / c)
+    else:  # seed 002: the waiting tasks, those beyond the c servers
+        waiting = max(0.0, q - c)
+        w_queue = waiting * mean_s / c
+        beta = min(1.0, waiting / c)
     w = (1.0 - beta) * w_model + beta * w_queue
     if lam * mean_s / c > R.po[K_UTIL]:
         w *= R.po[K_PENALTY]
@@ -201,11 +247,15 @@ def tier_estimates(S, P, R, i, j, t, out):
             lam = R.ai[AI_SUM + CLOUD] / window
             q = R.nq[0]
             transfer = 0.0
-        mean_s, scv = service_stats(R, tier, prior)
+        mean_s, scv = service_stats(R, tier, prior, law_scv(P, j))
         h, m, qq = tier_estimate(R, c, lam, q, mean_s, scv, transfer)
         out[tier, 0] = h
         out[tier, 1] = m
         out[tier, 2] = qq
+        if out.shape[1] > 6:  # what seed 001's model needs: servers, rate, service time
+            out[tier, 4] = c
+            out[tier, 5] = lam
+            out[tier, 6] = mean_s
 
 
 @kernel
@@ -228,6 +278,33 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
             if R.nq[v] < best_q and fits(S, P, v, j, t):
                 best, best_q = v, R.nq[v]
         return best
+    if mode == JSQ_S:  # the fewest subtasks per core, over every eligible node
+        best, best_q = -1, math.inf
+        for idx in range(S.hd_n[j] + 1):
+            v = candidate(S, j, idx)
+            cores = S.alloc[v, CPU] / 100.0
+            if cores <= 0.0:
+                continue
+            qn = R.nq[v] / cores
+            if qn < best_q and fits(S, P, v, j, t):
+                best, best_q = v, qn
+        return best
+    if mode == LA_IMR:
+        best, best_l = -1, math.inf
+        for k in (LOCAL, EDGE, CLOUD):
+            if nodes[k] < 0:
+                continue
+            est[k, 3] = la_imr_latency(R, est[k, 4], est[k, 5], est[k, 6], 0.0 if k == CLOUD else TRANSFER_S)
+        for k in (LOCAL, EDGE, CLOUD):
+            if nodes[k] >= 0 and est[k, 3] <= R.po[KL_BUDGET]:
+                return nodes[k]
+            if nodes[k] >= 0 and est[k, 3] < best_l:
+                best, best_l = k, est[k, 3]
+        return nodes[best]
+    if mode == ORACLE:
+        for k in range(N_TIERS):
+            est[k, 3] = oracle_delay(S, P, nodes[k], j) if nodes[k] >= 0 else math.inf
+        return nodes[pick_tier(S, nodes, est, 3, 0.0)]
     if mode == EDGE_FIRST:
         for k in (EDGE, LOCAL, CLOUD):
             if nodes[k] >= 0:
@@ -235,6 +312,72 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     eps = 1.0 if mode == RANDOM else R.po[K_EPS]
     col = 1 if mode == MODEL_ONLY else (2 if mode == QUEUE_ONLY else 0)
     return nodes[pick_tier(S, nodes, est, col, eps)]
+
+
+@kernel
+def la_imr_latency(R, c, lam, mean_s, transfer):
+    """Seed 001's end-to-end latency of a tier with c servers, arrival rate lam and mean
+    service time mean_s: the processing term (the affine power law of the per-server
+    rate, eqs. 7-8, or eq. 5 with U = max(floor, lam s / c) and S = 1), plus the
+    Erlang-C M/M/c wait (eq. 12; Allen-Cunneen with both SCVs 1 is Erlang C), plus the
+    network term (the transfer steps). docs/routing.md section 6.3."""
+    if R.po[KL_EQ5] > 0.0:
+        u = max(R.po[KL_FLOOR], lam * mean_s / c)
+        proc = mean_s * (1.0 + u ** R.po[KL_GAMMA])
+    else:
+        a = mean_s if math.isnan(R.po[KL_ALPHA]) else R.po[KL_ALPHA]
+        proc = a + R.po[KL_BETA] * (lam / c) ** R.po[KL_GAMMA]
+    w = min(allen_cunneen_wait(c, lam, 1.0 / mean_s, 1.0, 1.0), W_MAX)
+    return proc + w + transfer
+
+
+@kernel
+def ps_finish(rem, n, cores, w):
+    """Time until a new job of work w finishes on `cores` processor-shared cores where n
+    jobs with remaining work rem[:n] run (each at most one core, shares equal, no later
+    arrivals), s."""
+    r = np.sort(rem[:n])
+    done = 0.0  # work every unfinished job has received so far
+    t = 0.0
+    k = 0
+    while True:
+        m = n - k + 1  # unfinished jobs, the new one included
+        rate = min(1.0, cores / m)
+        nxt = r[k] if k < n else math.inf
+        if w <= nxt:
+            return t + (w - done) / rate
+        t += (nxt - done) / rate
+        done = nxt
+        k += 1
+
+
+@kernel
+def oracle_delay(S, P, v, j):
+    """The delay a subtask j placed on v now would see, from the true remaining work of
+    every batch on v (its drawn work factor; the mean for batches not yet executing),
+    its own mean work and the transfers: processor sharing over v's cores without later
+    arrivals (`ps_finish`). What no router can know: the Oracle baseline (seed 002)."""
+    cores = S.alloc[v, CPU] / 100.0
+    if cores <= 0.0:
+        return math.inf
+    n = 0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        n += 1
+        b = S.b_nnext[b]
+    rem = np.empty(max(n, 1))
+    n = 0
+    b = S.nd_bhead[v]
+    while b >= 0:
+        if S.b_phase[b] == EXECUTION:
+            rem[n] = (1.0 - S.b_done[b]) * work_mean(P, S.b_sub[b], S.b_size[b]) * S.b_eps[b]
+            n += 1
+        elif S.b_phase[b] == DOWNLOAD:
+            rem[n] = work_mean(P, S.b_sub[b], S.b_size[b])
+            n += 1
+        b = S.b_nnext[b]
+    ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, work_mean(P, j, 1)))))
+    return ex + (0.0 if v == 0 else TRANSFER_S)
 
 
 @kernel
@@ -272,7 +415,7 @@ def tier_place(S, P, t, args):
     count_queues(S, R)
     _tick(R, t)
     _user_totals(S, R)
-    est = np.empty((N_TIERS, 3))
+    est = np.empty((N_TIERS, 7))
     nodes = np.empty(N_TIERS, np.int64)
     decided = False
     for i in pending_requests_fifo(S):
@@ -303,11 +446,16 @@ def tier_place(S, P, t, args):
                 R.dlog[d, D_PRED_MODEL] = est[tier, 1]
                 R.dlog[d, D_PRED_QUEUE] = est[tier, 2]
             route_assign(S, P, R, i, p, v, t, dec, tag)
+            R.pl_tier[i, p] = tier
+            R.pp[i, p, 0] = est[tier, 0]
+            R.pp[i, p, 1] = est[tier, 1]
+            R.pp[i, p, 2] = est[tier, 2]
             _arrive(R, t, tier)
             if tier == LOCAL or tier == EDGE:
                 R.af[AF_USER_Q] += 1
     if decided:  # one read of the three tiers' queue state per step that decides
         charge(R, t, OP_METRIC_READ, 1.0, R.mc[C_CALL_BYTES] + N_TIERS * R.mc[C_NODE_BYTES])
+    record_herding(S, R, t)
 
 
 class TierRouter(Router):

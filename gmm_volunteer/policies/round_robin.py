@@ -11,7 +11,7 @@ from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
-from gmm_volunteer.policies.routing import Router, count_queues, fits, observe, option_index, route_assign
+from gmm_volunteer.policies.routing import Router, count_queues, record_herding, fits, observe, option_index, route_assign
 
 
 class RoundRobinOptions(BaseModel):
@@ -48,6 +48,7 @@ def round_robin_place(S, P, t, args):
                     route_assign(S, P, R, i, p, v, t, -1)
                     R.ai[j] = idx + 1
                     break
+    record_herding(S, R, t)
 
 
 class RoundRobin(Router):

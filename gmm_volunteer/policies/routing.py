@@ -29,13 +29,14 @@ from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import assign, free_memory, marginal_memory
-from gmm_volunteer.model.params import DONE
+from gmm_volunteer.model.params import CPU, DONE
 from gmm_volunteer.policies.base import Scheduler
 from gmm_volunteer.policies.monitor import (
     I_NFAIL,
     I_NOBS,
     LABELS,
     feedback,
+    feedback_sub,
     monitor_config,
     new_monitor_arrays,
 )
@@ -43,8 +44,15 @@ from gmm_volunteer.model.constants import MONITOR_OPS
 
 RouteState = namedtuple(
     "RouteState",
-    "po mf mi mc mg mser pl_node pl_t pl_dec pl_tag nq af ai dlog dn",
+    "po mf mi mc mg ml mlt ac mser pl_node pl_t pl_dec pl_tag pl_sub pl_tier pp ea nq af ai dlog dn hs pc pst",
 )
+# herding diagnostic per step (R.hs[t, field]; issue 22): the most subtasks placed on one
+# node in the step; 1 if after the step's placements the server had a free core while a
+# volunteer held more subtasks than its cores; the most subtasks on one volunteer beyond
+# its cores (0 if none exceeds them); the server's subtasks
+H_MAX_PLACED, H_IDLE_SERVER, H_EXCESS, H_SERVER_Q = range(4)
+HERDING_FIELDS = ("max_placed_one_node", "server_free_volunteer_over", "max_volunteer_excess",
+                  "server_subtasks")
 # R.af[0:9]: per tier (local, edge, cloud) Welford count, mean and M2 of the service
 # times learned from completions whose placement carried a tag (queue-aware routers)
 AF_SVC = 0
@@ -53,6 +61,10 @@ N_TIERS = 3
 # queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
 D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL = range(7)
 DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized")
+# whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
+# over every decision of a tier router that completed (issue 22: not only the logged ones)
+TIER_NAMES = ("local", "edge", "cloud")
+ESTIMATOR_NAMES = ("hybrid", "model_only", "queue_only")
 
 
 def option_index(options_model) -> dict[str, int]:
@@ -61,7 +73,40 @@ def option_index(options_model) -> dict[str, int]:
 
 
 def option_vector(options) -> np.ndarray:
-    return np.array([float(getattr(options, f)) for f in type(options).model_fields], np.float64)
+    """The options as floats in declaration order; an option that is not a number (a list,
+    None) is NaN here and reaches the kernels another way (a router's scratch arrays)."""
+    out = []
+    for f in type(options).model_fields:
+        x = getattr(options, f)
+        out.append(float(x) if isinstance(x, (bool, int, float)) else np.nan)
+    return np.array(out, np.float64)
+
+
+def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 1, nf: int = 0,
+                    ni: int = 0, log_size: int = 0) -> RouteState:
+    """A router's state for `n_nodes` nodes, `n_sub` subtask data keys, `steps` steps."""
+    V = n_nodes
+    mon = new_monitor_arrays(V, steps, monitor_config(options), n_sub)
+    return RouteState(
+        po=option_vector(options),
+        **mon,
+        pl_node=np.full((V, slots), -1, np.int64),
+        pl_t=np.zeros((V, slots), np.int64),
+        pl_dec=np.full((V, slots), -1, np.int64),
+        pl_tag=np.full((V, slots), -1, np.int64),
+        pl_sub=np.full((V, slots), -1, np.int64),
+        pl_tier=np.full((V, slots), -1, np.int64),
+        pp=np.full((V, slots, 3), np.nan),
+        ea=np.zeros((N_TIERS, 3, 2)),
+        nq=np.zeros(V, np.int64),
+        af=np.zeros(max(nf, 1)),
+        ai=np.zeros(max(ni, 1), np.int64),
+        dlog=np.full((max(log_size, 1), len(DECISION_FIELDS)), np.nan),
+        dn=np.zeros(2, np.int64),
+        hs=np.zeros((max(steps, 1), len(HERDING_FIELDS))),
+        pc=np.zeros(V, np.int64),
+        pst=np.full(V, -1, np.int64),
+    )
 
 
 class Router(Scheduler):
@@ -82,20 +127,8 @@ class Router(Scheduler):
     def prepare(self, params, steps: int) -> None:
         V, slots = params.n_nodes, params.max_slots
         nf, ni = self.scratch_sizes(params)
-        mon = new_monitor_arrays(V, steps, monitor_config(self.options))
-        self._R = RouteState(
-            po=option_vector(self.options),
-            **mon,
-            pl_node=np.full((V, slots), -1, np.int64),
-            pl_t=np.zeros((V, slots), np.int64),
-            pl_dec=np.full((V, slots), -1, np.int64),
-            pl_tag=np.full((V, slots), -1, np.int64),
-            nq=np.zeros(V, np.int64),
-            af=np.zeros(max(nf, 1)),
-            ai=np.zeros(max(ni, 1), np.int64),
-            dlog=np.full((max(self.decision_log_size(), 1), len(DECISION_FIELDS)), np.nan),
-            dn=np.zeros(2, np.int64),
-        )
+        self._R = new_route_state(self.options, V, int(params.n_sub), steps, slots, nf, ni,
+                                  self.decision_log_size())
         self._args = (self._R,)
 
     def kernel_args(self) -> tuple:
@@ -115,8 +148,10 @@ class Router(Scheduler):
                                           {"long_name": "completed subtasks fed back", "units": "1"}),
             "node_placements_lost": (("node",), R.mi[:, I_NFAIL].copy(),
                                      {"long_name": "placements reset or aborted", "units": "1"}),
+            "herding": (("time", "herding_field"), R.hs[:steps].copy(), {
+                "long_name": "herding diagnostic per step (docs/routing.md section 7)", "units": "1"}),
         }
-        coords = {"monitor_op": MONITOR_OPS}
+        coords = {"monitor_op": MONITOR_OPS, "herding_field": HERDING_FIELDS}
         if self.decision_log_size() > 0:
             n = int(min(R.dn[0], R.dlog.shape[0]))
             series["decision"] = (("decision", "decision_field"), R.dlog[:n].copy(), {
@@ -124,6 +159,13 @@ class Router(Scheduler):
                 "units": "s (step: step index; node, tier: codes)",
                 "decisions_total": int(R.dn[1])})
             coords["decision_field"] = DECISION_FIELDS
+            series["estimator_error"] = (("tier", "estimator", "error_stat"), R.ea.copy(), {
+                "long_name": "delay estimators' absolute relative error over every completed "
+                             "decision, summed, and the decisions (per tier of the decision)",
+                "units": "1"})
+            coords["tier"] = TIER_NAMES
+            coords["estimator"] = ESTIMATOR_NAMES
+            coords["error_stat"] = ("sum_abs_rel_error", "decisions")
         return series, coords
 
 
@@ -140,11 +182,34 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
     (-1 none, see `learn_service`), `j` the variant serving it (-1: the requested
     subtask; docs/model.md D24)."""
     assign(S, P, i, p, v, t, j)
+    R.pl_sub[i, p] = P.task_sub[S.rq_type[i], p] if j < 0 else j
     R.pl_node[i, p] = v
     R.pl_t[i, p] = t
     R.pl_dec[i, p] = dec
     R.pl_tag[i, p] = tag
     R.nq[v] += 1
+    if R.pst[v] != t:
+        R.pst[v] = t
+        R.pc[v] = 0
+    R.pc[v] += 1
+    if R.pc[v] > R.hs[t, H_MAX_PLACED]:
+        R.hs[t, H_MAX_PLACED] = R.pc[v]
+
+
+@kernel
+def record_herding(S, R, t):
+    """The rest of step t's herding diagnostic, after the router placed (R.nq current):
+    does the server have a free core while a volunteer holds more subtasks than its
+    cores, and by how much does the fullest volunteer exceed its cores."""
+    excess = 0.0
+    for k in range(S.n_on[0]):
+        v = S.on_list[k]
+        e = R.nq[v] - S.alloc[v, CPU] / 100.0
+        if e > excess:
+            excess = e
+    R.hs[t, H_EXCESS] = excess
+    R.hs[t, H_SERVER_Q] = R.nq[0]
+    R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and R.nq[0] < S.alloc[0, CPU] / 100.0) else 0.0
 
 
 @kernel
@@ -185,18 +250,28 @@ def observe(S, P, R, t):
                 continue
             if R.pl_t[i, p] < S.rq_start[i]:  # left over from the user's earlier request
                 R.pl_node[i, p] = -1
+                R.pl_tier[i, p] = -1
                 continue
             if S.ex_node[i, p] != v:  # reset (node offline) or aborted by the executor
                 R.mi[v, I_NFAIL] += 1
                 R.pl_node[i, p] = -1
+                R.pl_tier[i, p] = -1
                 continue
             if S.ex_phase[i, p] == DONE:
                 lat = float(t - R.pl_t[i, p])
                 feedback(R, v, lat, t)
+                if R.pl_sub[i, p] >= 0:
+                    feedback_sub(R, v, R.pl_sub[i, p], lat, t)
                 R.mi[v, I_NOBS] += 1
                 d = R.pl_dec[i, p]
                 if d >= 0 and d < R.dlog.shape[0]:
                     R.dlog[d, D_REAL] = lat
                 if R.pl_tag[i, p] >= 0:
                     learn_service(R, R.pl_tag[i, p], lat)
+                tr = R.pl_tier[i, p]
+                if tr >= 0:
+                    for e in range(3):
+                        R.ea[tr, e, 0] += abs(R.pp[i, p, e] - lat) / lat
+                        R.ea[tr, e, 1] += 1.0
+                    R.pl_tier[i, p] = -1
                 R.pl_node[i, p] = -1

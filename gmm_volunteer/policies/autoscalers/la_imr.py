@@ -26,8 +26,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from typing import Literal
+
 from pydantic import Field
 
+from gmm_volunteer.model.params import CPU
 from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
 from gmm_volunteer.policies.autoscalers.capacity_rule import Ewma, WorkPerRequest
 
@@ -64,11 +67,25 @@ def predicted_latency(n: int, lam: float, mu: float, alpha: float, beta: float, 
     return alpha + beta * (lam / n) ** gamma + erlang_c_wait(n, lam, mu)
 
 
+def eq5_latency(n: int, lam: float, mu: float, ref_latency: float, speedup: float, gamma: float,
+                work: float, unit_cores: float, background: float = 0.0, floor: float = 0.0) -> float:
+    """Seed 001 eq. 5 plus the Erlang-C wait: (L_m / S)(1 + U^gamma) + W_q(n, lambda, mu),
+    U = (lambda R_m + B) / R_max the utilization of n units (R_m = `work` CPU-s per
+    request, B = `background` cores busy with other work, R_max = n x `unit_cores`),
+    at least `floor` (the utilization floor, docs/routing.md section 6.3)."""
+    if n <= 0:
+        return math.inf
+    u = max(floor, (lam * work + background) / (n * unit_cores))
+    return ref_latency / speedup * (1.0 + u ** gamma) + erlang_c_wait(n, lam, mu)
+
+
 def fewest_units(lam: float, mu: float, budget: float, lo: int, hi: int,
-                 alpha: float, beta: float, gamma: float) -> int:
-    """The fewest units in [lo, hi] whose predicted latency is within budget; hi if none."""
+                 alpha: float, beta: float, gamma: float, latency=None) -> int:
+    """The fewest units in [lo, hi] whose predicted latency is within budget; hi if none.
+    `latency(n)` replaces the affine law when given (eq. 5)."""
     for n in range(max(lo, 1), hi + 1):
-        if predicted_latency(n, lam, mu, alpha, beta, gamma) <= budget:
+        pred = latency(n) if latency is not None else predicted_latency(n, lam, mu, alpha, beta, gamma)
+        if pred <= budget:
             return n
     return hi
 
@@ -102,6 +119,14 @@ class LaImrOptions(AutoscalerOptions):
     budget: float = Field(60.0, gt=0)  # s, mean-latency budget
     ewma: float = Field(0.3, gt=0, le=1)  # weight of the newest arrival-rate scrape
     work_per_request: float | None = Field(None, gt=0)  # CPU-s; None = measured
+    # Seed 001's latency law: the affine power law (eqs. 7-8) or eq. 5 (issue 22).
+    latency_form: Literal["affine", "eq5"] = "affine"
+    # eq. 5's reference latency L_m (s; None: the work per request on one unit) and S.
+    reference_latency: float | None = Field(None, gt=0)
+    speedup: float = Field(1.0, gt=0)
+    # Utilization floor rho_low: no scale-in while the server's CPU utilization is at or
+    # above it (0: off), and the least U eq. 5 assumes.
+    utilization_floor: float = Field(0.0, ge=0, le=1)
 
 
 class LaImr(Autoscaler):
@@ -125,4 +150,15 @@ class LaImr(Autoscaler):
             return units
         o = self.options
         mu = self.unit_cores / r  # requests / s one unit serves
-        return fewest_units(self.lam.value, mu, o.budget, o.min_units, o.max_units, o.alpha, o.beta, o.gamma)
+        lam = self.lam.value
+        latency = None
+        if o.latency_form == "eq5":
+            ref = o.reference_latency or r / self.unit_cores
+
+            def latency(n):
+                return eq5_latency(n, lam, mu, ref, o.speedup, o.gamma, r, self.unit_cores,
+                                   floor=o.utilization_floor)
+        want = fewest_units(lam, mu, o.budget, o.min_units, o.max_units, o.alpha, o.beta, o.gamma, latency)
+        if o.utilization_floor > 0 and want < units and float(obs.utilization[CPU]) >= o.utilization_floor:
+            return units  # rho_low: busy enough, keep the units
+        return want
