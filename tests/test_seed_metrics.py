@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,3 +62,50 @@ def test_tail_by_level_and_large_tasks():
     s = sm.queue_aware_summary(np.array([1.0, 2.0, 10.0, 20.0]), np.array([0, 0, 1, 1]), np.array([1]))
     assert s["mean"] == pytest.approx(8.25) and s["n_large"] == 2
     assert s["p95_large"] == pytest.approx(np.quantile([10.0, 20.0], 0.95))
+
+
+def test_sweep_tables_from_the_run_stores(tmp_path):
+    """The seed-statistics and ASRB-paired tables of a real (tiny) sweep agree with the
+    statistics computed here directly from the run stores' request records."""
+    import yaml
+
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.experiments.combine import open_combined
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.results import open_result
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    root = Path(__file__).parent.parent
+    write_bundle(synthetic_bundle(), tmp_path / "bundle")
+    spec = {"base": str(root / "configs/quickstart.yaml"),
+            "grid": {"scheduler": ["asrb", "qedgeproxy"]}, "seeds": 2,
+            "set": {"steps": 400, "users.count": 60, "model": str(tmp_path / "bundle")},
+            "output": str(tmp_path / "out")}
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(tmp_path / "grid.yaml"), "--serial", "--quiet"]) == 0
+    ds = open_combined(tmp_path / "out")
+    ds.attrs["results_dir"] = str(tmp_path / "out")
+
+    def records(sched, seed):
+        name = str(ds["run_name"].sel(scheduler=sched, seed=seed).values)
+        return sm.request_arrays(open_result(next((tmp_path / "out" / "runs").glob(f"{name}*"))))
+
+    stats = sm.statistics_table(ds)
+    lat = np.concatenate([r["latency"][r["completed"]] for r in (records("asrb", 0), records("asrb", 1))])
+    assert lat.size > 0
+    row = stats.loc["asrb"]
+    assert row["median (s)"] == pytest.approx(np.median(lat))
+    assert row["max (s)"] == pytest.approx(lat.max())
+    assert row["seeds"] == 2
+
+    paired = sm.paired_table(ds, n_resamples=2000)
+    got = paired.loc["asrb - qedgeproxy"]
+    diffs = []
+    for seed in (0, 1):
+        a, b = records("asrb", seed), records("qedgeproxy", seed)
+        ka = {(u, s): l for u, s, l, c in zip(a["user"], a["start"], a["latency"], a["completed"]) if c}
+        kb = {(u, s): l for u, s, l, c in zip(b["user"], b["start"], b["latency"], b["completed"]) if c}
+        diffs += [ka[k] - kb[k] for k in ka.keys() & kb.keys()]
+    assert got["paired requests"] == len(diffs)
+    assert got["mean difference (s)"] == pytest.approx(np.mean(diffs))
+    assert got["BCa 95% low"] <= got["mean difference (s)"] <= got["BCa 95% high"]

@@ -172,6 +172,8 @@ def _open_results(path: str):
     if "run_complete" not in ds:
         raise CommandError(f"{path}: not a combined sweep dataset (run `gmmv sweep` first; "
                            "for one run use `gmmv summarize`)")
+    if (p / MANIFEST).is_file():
+        ds.attrs["results_dir"] = str(p.resolve())  # its run stores, for per-request tables and figures
     return ds
 
 

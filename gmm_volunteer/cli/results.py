@@ -33,6 +33,10 @@ TABLES = {
     "mape": ("the delay estimators' MAPE per load level, whole run, every tier", "routing_report",
              "mape_table", False),
     "herding": ("the herding diagnostic per grid point", "routing_report", "herding_table", False),
+    "seed-statistics": ("the seeds' own response-time statistics per grid point (from the run stores)",
+                        "seed_metrics", "statistics_table", False),
+    "asrb-paired": ("ASRB minus its baselines, paired, with the BCa interval and t-test (from the run stores)",
+                    "seed_metrics", "paired_table", False),
 }
 
 

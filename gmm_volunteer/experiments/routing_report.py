@@ -191,6 +191,21 @@ def sections(ds: xr.Dataset, img, table_html) -> list[str]:
                   "node; whether, after placing, the server had a free core while a volunteer "
                   "held more subtasks than its cores (docs/routing.md section 7).</p>",
                   table_html(herd)]
+    from gmm_volunteer.experiments import seed_metrics
+
+    stats = seed_metrics.statistics_table(ds)
+    if stats is not None:
+        parts += ["<h2>The seeds' own statistics (completed requests)</h2>",
+                  "<p>Seed 000: mean, median and IQR of the response time; seed 001: P99 as the "
+                  "mean over seeds, its sd over seeds, the maximum; seed 002: P95 of the large "
+                  "request types (mean work above the median type's). docs/routing.md section 7.</p>",
+                  table_html(stats)]
+    paired = seed_metrics.paired_table(ds)
+    if paired is not None:
+        parts += ["<h2>ASRB against its baselines, paired (seed 000 Table 1)</h2>",
+                  "<p>Response time of ASRB minus the baseline's for the requests both completed on "
+                  "the same seed (paired on user and start step); BCa 95% interval stratified by "
+                  "seed and scripted phase; one-sided t-test, H1: ASRB faster.</p>", table_html(paired)]
     where = ds.attrs.get("results_dir")
     if where:
         try:

@@ -121,3 +121,128 @@ def queue_aware_summary(latency: np.ndarray, rtype: np.ndarray, large: np.ndarra
     return {"mean": float(x.mean()) if x.size else float("nan"),
             "p95_large": float(np.quantile(x[big], 0.95)) if big.any() else float("nan"),
             "n_large": float(big.sum())}
+
+
+# --- tables of a sweep (gmmv report, gmmv results table) ---------------------------------
+
+def _grid_runs(ds):
+    """(grid point labels, seed, run store path) of every complete run of a combined
+    dataset whose sweep directory is known (`results_dir` attribute)."""
+    from pathlib import Path
+
+    from gmm_volunteer.io.results import is_complete
+    from gmm_volunteer.io.sweepdir import read_manifest
+
+    where = ds.attrs.get("results_dir")
+    if not where:
+        return []
+    paths = {r["name"]: Path(where) / r["path"] for r in read_manifest(where)["runs"]}
+    names = ds["run_name"].to_series().dropna()
+    out = []
+    for idx, name in names.items():
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        point = dict(zip(names.index.names, idx))
+        seed = point.pop("seed", 0)
+        p = paths.get(str(name))
+        if p is not None and is_complete(p):
+            out.append((point, seed, p))
+    return out
+
+
+def _phase_bounds(config_text: str) -> list[int]:
+    import yaml
+
+    cfg = yaml.safe_load(config_text) or {}
+    steps = int(cfg.get("steps", 0))
+    cuts = set()
+    for ev in cfg.get("events") or []:
+        cuts.add(int(ev["at_s"]))
+        if ev.get("duration_s") is not None:
+            cuts.add(int(ev["at_s"]) + int(ev["duration_s"]))
+    return sorted(c for c in cuts if 0 < c < steps)
+
+
+def statistics_table(ds):
+    """Per grid point (seeds pooled or averaged as each seed reports them): the response
+    time's mean, median and IQR of completed requests (seed 000), the P99 as the mean over
+    seeds with its sd over seeds and the maximum (seed 001), and the P95 of the large
+    request types (seed 002; large = mean work above the median type's, from the bundle).
+    None when the sweep's run stores cannot be found."""
+    import pandas as pd
+
+    from gmm_volunteer.experiments.regime import request_work
+    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.results import open_result
+
+    runs = _grid_runs(ds)
+    if not runs:
+        return None
+    large = large_types(request_work(load_bundle(ds.attrs["model_bundle"])))
+    groups: dict[tuple, list] = {}
+    for point, _seed, path in runs:
+        r = request_arrays(open_result(path))
+        done = r["completed"]
+        groups.setdefault(tuple(point.items()), []).append((r["latency"][done], r["type"][done]))
+    rows = []
+    for key, reps in groups.items():
+        lat = np.concatenate([x for x, _ in reps])
+        typ = np.concatenate([t for _, t in reps])
+        s = response_summary(lat)
+        tail = tail_by_level({0: [x for x, _ in reps]})
+        q = queue_aware_summary(lat, typ, large)
+        rows.append(dict(key) | {"seeds": len(reps), "completed (per seed)": s["n"] / len(reps),
+                                 "mean (s)": s["mean"], "median (s)": s["median"], "IQR (s)": s["iqr"],
+                                 "P99 (s)": tail.get(0, {}).get("p", np.nan),
+                                 "P99 sd over seeds (s)": tail.get(0, {}).get("p_sd", np.nan),
+                                 "max (s)": s["max"], "P95 large types (s)": q["p95_large"]})
+    df = pd.DataFrame(rows)
+    keys = [k for k, _ in next(iter(groups))]
+    return df.set_index(keys)
+
+
+def paired_table(ds, router: str = "asrb", baselines=("qedgeproxy", "proximity"),
+                 n_resamples: int = 20_000):
+    """Seed 000 Table 1 on a sweep over `scheduler`: for each other grid point, `router`
+    minus each baseline, the mean difference of the response times of requests completed
+    by both on the same seed (paired on user and start step), its BCa interval stratified
+    by seed and scripted phase, and the one-sided t-test (H1: the router is faster).
+    None when the sweep lacks the router or every baseline."""
+    import pandas as pd
+
+    from gmm_volunteer.io.results import open_result
+
+    runs = _grid_runs(ds)
+    by = {}
+    for point, seed, path in runs:
+        if "scheduler" not in point:
+            return None
+        rest = tuple((k, v) for k, v in point.items() if k != "scheduler")
+        by[(rest, point["scheduler"], seed)] = path
+    rows = []
+    rests = sorted({k[0] for k in by if k[1] == router})
+    for rest in rests:
+        for base in baselines:
+            seeds = sorted(s for (r, sc, s) in by if r == rest and sc == router
+                           and (rest, base, s) in by)
+            if not seeds:
+                continue
+            diffs, strata = [], []
+            for s in seeds:
+                a_ds, b_ds = open_result(by[(rest, router, s)]), open_result(by[(rest, base, s)])
+                a, b = request_arrays(a_ds), request_arrays(b_ds)
+                ia, ib = pair_requests(a, b)
+                phase = phase_of(a["start"][ia], _phase_bounds(a_ds.attrs.get("config", "")))
+                diffs.append(a["latency"][ia] - b["latency"][ib])
+                strata.append(phase + 1000 * len(strata))
+            d = np.concatenate(diffs)
+            if d.size < 2:
+                continue
+            res = paired_difference(d, np.concatenate(strata), n_resamples=n_resamples)
+            rows.append(dict(rest) | {"a - b": f"{router} - {base}", "seeds": len(seeds),
+                                      "paired requests": res["n"], "mean difference (s)": res["mean"],
+                                      "BCa 95% low": res["ci_low"], "BCa 95% high": res["ci_high"],
+                                      "t": res["t"], "p (one-sided, a faster)": res["p_one_sided"]})
+    if not rows:
+        return None
+    df = pd.DataFrame(rows)
+    return df.set_index([k for k, _ in rests[0]] + ["a - b"])
