@@ -170,3 +170,21 @@ def test_class4_summarize_on_a_combined_dataset_is_a_usage_error(tmp_path, capsy
     report = run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
     code, err = _exit(["summarize", str(report.combined)], capsys)
     assert code == 2 and "combined dataset" in err, err
+
+
+def test_class4_report_on_a_grid_over_the_scheduler_alone(tmp_path):
+    """A sweep whose only grid dimension is the scheduler has 0-dimensional paired
+    differences; the report shows them as one row per comparison."""
+    from gmm_volunteer.experiments.combine import open_combined
+    from gmm_volunteer.experiments.report import paired_table, write_report
+    from gmm_volunteer.experiments.sweep import run_sweep
+
+    from helpers import fake_simulate
+
+    grid = load_grid(write_tiny_grid(tmp_path, grid={"scheduler": ["centralized", "uniform"]}, seeds=3))
+    run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    ds = open_combined(grid.output)
+    table = paired_table(ds)
+    assert list(table["comparison"]) == ["uniform - centralized"] and int(table["seeds"].iloc[0]) == 3
+    out = write_report(ds, tmp_path / "r.html")
+    assert "uniform - centralized" in Path(out).read_text()

@@ -68,6 +68,35 @@ def test_class7_leftovers_of_a_killed_writer_are_cleaned_only_when_ours(tmp_path
     assert (foreign / "notes.txt").read_text() == "mine"  # not a store: left alone
 
 
+def test_class7_leftovers_of_a_killed_bundle_writer_are_cleaned_only_when_ours(tmp_path):
+    """A bundle write killed before its rename leaves ``.<name>.tmp-<pid>``; one killed
+    between moving the old bundle aside and renaming the new one leaves ``.<name>.old-<pid>``
+    and no bundle. The next write at that path cleans the first, the second is restored
+    or removed, and a folder of the same name that no bundle writer made is left alone."""
+    from gmm_volunteer.io.bundle import clean_bundle_leftovers, load_bundle, write_bundle
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    dead = 2**22 + 12345  # beyond the kernel's pid range: certainly gone
+    data = synthetic_bundle()
+    dest = tmp_path / "b"
+    write_bundle(data, tmp_path / "src")
+    os.rename(tmp_path / "src", tmp_path / f".b.old-{dead}")  # a replaced bundle, dest gone
+    (tmp_path / f".b.tmp-{dead + 1}").mkdir()  # killed right after creating its folder
+    foreign = tmp_path / f".b.tmp-{dead + 2}"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    notes = clean_bundle_leftovers(dest)
+    assert load_bundle(dest) is not None and any("restored" in n for n in notes)
+    assert not (tmp_path / f".b.old-{dead}").exists() and not (tmp_path / f".b.tmp-{dead + 1}").exists()
+    assert (foreign / "notes.txt").read_text() == "mine"
+    # an .old- beside a present bundle is removed by the next write
+    write_bundle(data, tmp_path / "src2")
+    os.rename(tmp_path / "src2", tmp_path / f".b.old-{dead + 3}")
+    write_bundle(data, dest)
+    assert not (tmp_path / f".b.old-{dead + 3}").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b", foreign.name])
+
+
 @pytest.mark.parametrize("option, value", [
     ("latency_scale", float("nan")), ("capacity_cost", float("nan")), ("capacity_cost", float("inf")),
     ("reward_scale", float("nan")), ("latency_cap", float("inf")), ("weight_bound", -1.0),

@@ -89,7 +89,9 @@ def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralize
             continue
         res = analysis.paired_difference(ds, what, "scheduler", other, reference,
                                          confidence=confidence, n_resamples=2000)
-        df = res[["mean", "low", "high", "n_seeds"]].to_dataframe()
+        sel = res[["mean", "low", "high", "n_seeds"]]
+        # a grid over the scheduler alone leaves 0-dimensional results: one row
+        df = sel.to_dataframe() if sel["mean"].ndim else pd.DataFrame({k: [sel[k].item()] for k in sel.data_vars})
         unit = res["mean"].attrs.get("units")
         if unit and unit != "1":  # every column with a unit says it
             df = df.rename(columns={c: f"{c} ({unit})" for c in ("mean", "low", "high")})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -413,6 +412,56 @@ def check_bundle_destination(path: str | os.PathLike) -> Path:
     return dest
 
 
+def _is_bundle_dir(path: Path, allow_empty: bool = False) -> bool:
+    """A folder that a bundle writer made: a bundle.yaml with a format_version (or, for an
+    unfinished write, nothing yet)."""
+    try:
+        entries = [e.name for e in path.iterdir()]
+    except OSError:
+        return False
+    if not entries:
+        return allow_empty
+    try:
+        head = yaml.safe_load((path / FILENAME).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(head, dict) and "format_version" in head
+
+
+def clean_bundle_leftovers(dest: Path) -> list[str]:
+    """Deal with ``.<name>.tmp-<pid>`` and ``.<name>.old-<pid>`` folders that a killed
+    bundle writer left beside `dest` (only those of processes that are gone, and only
+    folders that are provably a bundle writer's): an unfinished write is removed; a
+    replaced bundle is removed when a bundle is at `dest` and renamed back when nothing
+    is. Anything else is left alone. Returns one line per action."""
+    from gmm_volunteer.io.results import _pid_alive
+
+    notes: list[str] = []
+    try:
+        siblings = sorted(dest.parent.iterdir())
+    except OSError:
+        return notes
+    for entry in siblings:
+        name = entry.name
+        for kind in ("tmp", "old"):
+            prefix = f".{dest.name}.{kind}-"
+            if not name.startswith(prefix) or not name[len(prefix):].isdigit():
+                continue
+            if _pid_alive(int(name[len(prefix):])) or entry.is_symlink() or not entry.is_dir():
+                continue
+            if kind == "tmp" and _is_bundle_dir(entry, allow_empty=True):
+                shutil.rmtree(entry, ignore_errors=True)
+                notes.append(f"removed {entry} (an unfinished bundle write of a process that is gone)")
+            elif kind == "old" and _is_bundle_dir(entry):
+                if not dest.exists() and not dest.is_symlink():
+                    os.rename(entry, dest)
+                    notes.append(f"restored {dest} from {entry.name} (its replacement was interrupted)")
+                elif _is_bundle_dir(dest):
+                    shutil.rmtree(entry, ignore_errors=True)
+                    notes.append(f"removed {entry} (a bundle replaced by a process that is gone)")
+    return notes
+
+
 def write_bundle(data: dict, path: str | os.PathLike, extra_files: dict[str, Path] | None = None) -> Path:
     """Validate and write a bundle directory atomically (tmp dir, then rename).
 
@@ -424,7 +473,12 @@ def write_bundle(data: dict, path: str | os.PathLike, extra_files: dict[str, Pat
     validate_bundle(data, str(path))
     dest = check_bundle_destination(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    clean_bundle_leftovers(dest)
+    # the writer's pid in the name: a killed writer's folder is recognised and cleaned later
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)  # this process's own earlier, failed attempt
+    tmp.mkdir()
     try:
         (tmp / FILENAME).write_text(yaml.safe_dump(data, sort_keys=False, width=100))
         for name, src in (extra_files or {}).items():
