@@ -11,14 +11,17 @@ import pytest
 from gmm_volunteer.experiments import seed_metrics as sm
 
 
-def test_requests_pair_on_user_and_start_when_completed_in_both():
-    a = {"user": np.array([1, 1, 2, 3]), "start": np.array([5, 9, 5, 7]),
-         "completed": np.array([True, True, True, False])}
-    b = {"user": np.array([3, 2, 1, 1]), "start": np.array([7, 5, 9, 4]),
-         "completed": np.array([True, True, True, True])}
+def test_requests_pair_on_user_and_ordinal_when_completed_in_both():
+    """The n-th request of a user is the same request in both runs, whatever its start."""
+    a = {"user": np.array([1, 1, 2, 3, 2]), "start": np.array([5, 9, 5, 7, 8]),
+         "completed": np.array([True, True, True, False, False])}
+    b = {"user": np.array([3, 2, 1, 1, 2]), "start": np.array([8, 6, 11, 4, 9]),
+         "completed": np.array([True, True, True, True, True])}
     ia, ib = sm.pair_requests(a, b)
     pairs = sorted(zip(a["user"][ia], a["start"][ia], b["user"][ib], b["start"][ib]))
-    assert pairs == [(1, 9, 1, 9), (2, 5, 2, 5)]
+    # user 1: a's (5, 9) are b's (4, 11); user 2: a's first (5) is b's first (6), a's second
+    # did not complete; user 3's only request did not complete in a
+    assert pairs == [(1, 5, 1, 4), (1, 9, 1, 11), (2, 5, 2, 6)]
 
 
 def test_bca_interval_matches_the_normal_theory_width():
@@ -103,8 +106,15 @@ def test_sweep_tables_from_the_run_stores(tmp_path):
     diffs = []
     for seed in (0, 1):
         a, b = records("asrb", seed), records("qedgeproxy", seed)
-        ka = {(u, s): l for u, s, l, c in zip(a["user"], a["start"], a["latency"], a["completed"]) if c}
-        kb = {(u, s): l for u, s, l, c in zip(b["user"], b["start"], b["latency"], b["completed"]) if c}
+        def by_ordinal(r):
+            seen, out = {}, {}
+            for i in sorted(range(r["user"].size), key=lambda i: (r["user"][i], r["start"][i])):
+                n = seen[r["user"][i]] = seen.get(r["user"][i], -1) + 1
+                if r["completed"][i]:
+                    out[(r["user"][i], n)] = r["latency"][i]
+            return out
+
+        ka, kb = by_ordinal(a), by_ordinal(b)
         diffs += [ka[k] - kb[k] for k in ka.keys() & kb.keys()]
     assert got["paired requests"] == len(diffs)
     assert got["mean difference (s)"] == pytest.approx(np.mean(diffs))

@@ -204,7 +204,7 @@ def sections(ds: xr.Dataset, img, table_html) -> list[str]:
     if paired is not None:
         parts += ["<h2>ASRB against its baselines, paired (seed 000 Table 1)</h2>",
                   "<p>Response time of ASRB minus the baseline's for the requests both completed on "
-                  "the same seed (paired on user and start step); BCa 95% interval stratified by "
+                  "the same seed (paired on user and request ordinal); BCa 95% interval stratified by "
                   "seed and scripted phase; one-sided t-test, H1: ASRB faster.</p>", table_html(paired)]
     where = ds.attrs.get("results_dir")
     if where:

@@ -11,8 +11,8 @@ docs/routing.md section 7).
   estimators' MAPE per load level (routing_metrics).
 
 Pairing (ASRB): two runs on the same seed share users and demand (common random numbers,
-docs/model.md D5), so a request is the same request in both when its (user, start step)
-is; a request is paired when it completed in both.
+docs/model.md D5), so a user's n-th request is the same request in both (same type,
+patience and think time before it); a request is paired when it completed in both.
 
 The functions take plain arrays, so they serve result stores (`request_arrays`) and
 tests alike.
@@ -33,11 +33,30 @@ def request_arrays(ds) -> dict[str, np.ndarray]:
             "completed": np.asarray(ds["request_outcome"].values) == 0}
 
 
+def request_ordinal(user: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each request's ordinal among its user's requests, in order of start step (0 for a
+    user's first)."""
+    order = np.lexsort((np.asarray(start), np.asarray(user)))
+    u = np.asarray(user)[order]
+    idx = np.arange(u.size)
+    first = np.r_[True, u[1:] != u[:-1]] if u.size else np.zeros(0, bool)
+    out = np.empty(u.size, np.int64)
+    out[order] = idx - np.maximum.accumulate(np.where(first, idx, 0))
+    return out
+
+
 def pair_requests(a: dict, b: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (ia, ib) of the requests completed in both runs, matched on (user, start)."""
-    ka = a["user"][a["completed"]] * (1 << 32) + a["start"][a["completed"]]
-    kb = b["user"][b["completed"]] * (1 << 32) + b["start"][b["completed"]]
-    common, ia, ib = np.intersect1d(ka, kb, assume_unique=False, return_indices=True)
+    """Indices (ia, ib) of the requests completed in both runs, matched on (user, the
+    request's ordinal among the user's requests).
+
+    Users are a closed loop: a request's start depends on when the previous one ended, so
+    two schedulers' runs start the same request at different steps. Its type, patience and
+    the think time before it are drawn keyed on (user, ordinal) (docs/model.md D5), so the
+    n-th request of a user is the same request in both runs."""
+    oa, ob = request_ordinal(a["user"], a["start"]), request_ordinal(b["user"], b["start"])
+    ka = (a["user"] * (1 << 32) + oa)[a["completed"]]
+    kb = (b["user"] * (1 << 32) + ob)[b["completed"]]
+    common, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
     return np.flatnonzero(a["completed"])[ia], np.flatnonzero(b["completed"])[ib]
 
 
@@ -75,7 +94,10 @@ def paired_difference(diff: np.ndarray, phase: np.ndarray | None = None, n_resam
     def stat(*xs, axis=-1):
         return sum(wk * np.mean(x, axis=axis) for wk, x in zip(w, xs))
 
-    res = stats.bootstrap(tuple(groups), stat, method="BCa", n_resamples=n_resamples,
+    # resamples (and BCa's jackknife samples) in batches of about 4 million values: a run
+    # has tens of thousands of paired requests, and all at once would take gigabytes
+    batch = max(1, int(4_000_000 // max(sizes.max(), 1)))
+    res = stats.bootstrap(tuple(groups), stat, method="BCa", n_resamples=n_resamples, batch=batch,
                           confidence_level=confidence, vectorized=True, paired=False,
                           random_state=np.random.default_rng(seed))
     t = stats.ttest_1samp(d, 0.0, alternative="less")
@@ -204,7 +226,7 @@ def paired_table(ds, router: str = "asrb", baselines=("qedgeproxy", "proximity")
                  n_resamples: int = 20_000):
     """Seed 000 Table 1 on a sweep over `scheduler`: for each other grid point, `router`
     minus each baseline, the mean difference of the response times of requests completed
-    by both on the same seed (paired on user and start step), its BCa interval stratified
+    by both on the same seed (paired on user and the request's ordinal), its BCa interval stratified
     by seed and scripted phase, and the one-sided t-test (H1: the router is faster).
     None when the sweep lacks the router or every baseline."""
     import pandas as pd
