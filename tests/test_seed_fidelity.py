@@ -60,13 +60,23 @@ def test_volatility_sets_the_monitoring_period():
 
 
 def test_score_patch_is_charged_when_the_score_moves():
-    R = make_R(AsrbOptions(score_patch_delta=0.1, label_bytes=700))
-    asrb.publish_score(R, 2, 0.5, 3)  # first publication
-    asrb.publish_score(R, 2, 0.55, 4)  # within the delta: no call
-    asrb.publish_score(R, 2, 0.7, 5)
+    R = make_R(AsrbOptions(score_patch_delta=0.1, label_bytes=700), n_sub=2)
+    asrb.publish_score(R, 2, 0, 0.5, 3)  # first publication
+    asrb.publish_score(R, 2, 0, 0.55, 4)  # within the delta: no call
+    asrb.publish_score(R, 2, 0, 0.7, 5)
     calls = R.mser[:, mon.OP_SCORE_UPDATE, 0]
     assert calls[3] == 1 and calls[4] == 0 and calls[5] == 1
     assert R.mser[:, mon.OP_SCORE_UPDATE, 1].sum() == 1400
+
+
+def test_score_patch_is_kept_per_pod_so_two_variants_do_not_flip_it():
+    """Two variants on one node (scores 0.5 and 0.8, lambda < 1): each pod publishes
+    once; one value per node would pay a call at every evaluation."""
+    R = make_R(AsrbOptions(score_patch_delta=0.1), n_sub=2)
+    for t in range(3, 9):
+        asrb.publish_score(R, 2, 0, 0.5, t)
+        asrb.publish_score(R, 2, 1, 0.8, t)
+    assert R.mser[:, mon.OP_SCORE_UPDATE, 0].sum() == 2
 
 
 def test_admission_waits_a_step_after_the_first_read(synthetic_model):

@@ -28,7 +28,6 @@ from gmm_volunteer.policies.monitor import (
     C_LABEL_BYTES,
     C_LAT_CAP,
     F_LAT,
-    F_PUB_SCORE,
     F_SCORE,
     FIT,
     I_MULT,
@@ -143,12 +142,15 @@ def asrb_label(R, v, score, t):
 
 
 @kernel
-def publish_score(R, v, score, t):
-    """Seed 000 6.4: a PATCH call publishes v's score when it moved by more than
-    ``score_patch_delta`` since the last published one (charged as a score update)."""
-    old = R.mf[v, F_PUB_SCORE]
+def publish_score(R, v, j, score, t):
+    """Seed 000 6.4: a PATCH call publishes the score of the pod of variant j on v when it
+    moved by more than ``score_patch_delta`` since the last published one (charged as a
+    score update). Kept per (node, variant): one value per node would flip between the
+    variants' scores, which differ by the accuracy term when lambda < 1, and pay a call at
+    every evaluation."""
+    old = R.ms[v, j]
     if math.isnan(old) or abs(score - old) > R.po[K_PATCH_D]:
-        R.mf[v, F_PUB_SCORE] = score
+        R.ms[v, j] = score
         charge(R, t, OP_SCORE_UPDATE, 1.0, R.mc[C_LABEL_BYTES])
 
 
@@ -244,7 +246,7 @@ def asrb_choose(S, P, R, j0, t, lam):
             s = asrb_score(variant_latency(S, P, R, v, j, j0), acc, lam, cap)
             R.mf[v, F_SCORE] = s
             if R.po[K_PATCH] > 0.0:
-                publish_score(R, v, s, t)
+                publish_score(R, v, j, s, t)
             label = asrb_label(R, v, s, t)
             if label == FIT and s >= smin and s > s_fit:
                 best_fit, s_fit, j_fit = v, s, j

@@ -43,8 +43,8 @@ from gmm_volunteer.model.constants import (  # noqa: F401
     MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ, OP_SCORE_UPDATE)
 
 # per-node floats R.mf
-F_LAT, F_CPU, F_MEM, F_SCORE, F_PUB_SCORE = range(5)
-NF = 5
+F_LAT, F_CPU, F_MEM, F_SCORE = range(4)
+NF = 4
 # per-node ints R.mi (I_STABLE: consecutive latency samples within the volatility band;
 # I_VOLATILE: 1 if the last one was outside it; I_SEEN: step of the first metric read
 # since the node came online, -1 none: seed 000 5.1 and 6.2, issue 22)
@@ -113,11 +113,11 @@ def monitor_config(options) -> np.ndarray:
 
 def new_monitor_arrays(n_nodes: int, steps: int, mc: np.ndarray, n_sub: int = 1) -> dict:
     """The monitor's arrays; ``ml`` / ``mlt`` keep a latency and its time per (node,
-    subtask data key j) (seed 000 keeps one per pod; issue 22), ``ac`` the last Alg. 2
-    round per subtask (its approximation cooldown)."""
+    subtask data key j) (seed 000 keeps one per pod; issue 22), ``ms`` the last score
+    published per (node, j) (a pod's score; seed 000 6.4), ``ac`` the last Alg. 2 round
+    per subtask (its approximation cooldown)."""
     mf = np.zeros((n_nodes, NF))
     mf[:, F_LAT] = np.nan
-    mf[:, F_PUB_SCORE] = np.nan
     mi = np.zeros((n_nodes, NI), np.int64)
     mi[:, I_T_LAT] = -1
     mi[:, I_T_RES] = -1
@@ -131,6 +131,7 @@ def new_monitor_arrays(n_nodes: int, steps: int, mc: np.ndarray, n_sub: int = 1)
     n_sub = max(int(n_sub), 1)
     return {"mf": mf, "mi": mi, "mc": mc, "mg": mg,
             "ml": np.full((n_nodes, n_sub), np.nan), "mlt": np.full((n_nodes, n_sub), -1, np.int64),
+            "ms": np.full((n_nodes, n_sub), np.nan),
             "ac": np.full(n_sub, -(1 << 40), np.int64),
             "mser": np.zeros((max(steps, 1), len(MONITOR_OPS), 2))}
 

@@ -44,7 +44,7 @@ from gmm_volunteer.model.constants import MONITOR_OPS
 
 RouteState = namedtuple(
     "RouteState",
-    "po mf mi mc mg ml mlt ac mser pl_node pl_t pl_dec pl_tag pl_sub pl_tier pp ea nq af ai dlog dn hs pc pst",
+    "po mf mi mc mg ml mlt ms ac mser pl_node pl_t pl_dec pl_tag pl_sub pl_tier pp ea nq af ai dlog dn hs pc pst",
 )
 # herding diagnostic per step (R.hs[t, field]; issue 22): the most subtasks placed on one
 # node in the step; 1 if after the step's placements the server had a free core while a
