@@ -8,19 +8,20 @@ thing, with one documented exception:
 * every variable and coordinate has a ``long_name``;
 * every numeric variable has a CF ``units`` attribute that UDUNITS-2 parses (``s``,
   ``1``, ``byte``, ``h``, ``min``), except a variable along a dimension whose entries
-  have different units (``resource``: Mbit/s, %, MB; ``action_field``,
-  ``decision_field``). CF gives a
-  variable one unit, so such a variable has no ``units``: its ``units_coordinate``
-  attribute names the coordinate along that dimension that holds each entry's unit
-  (``resource_unit``, ``capacity_hours_unit``, ``action_field_unit``,
-  ``decision_field_unit``). This is the one
-  exception; selecting one entry keeps that coordinate as a scalar, so the unit stays
-  with the numbers (`units_of` in `experiments.analysis` reads either form). Variables
-  of codes (CF ``flag_values`` / ``flag_meanings``) and of text need no unit;
+  have different units (``resource``: Mbit/s, %, MB; ``action_field``;
+  ``decision_field``). CF gives a variable one unit, so such a variable has no
+  ``units``: its ``units_coordinate`` attribute names the coordinate along that
+  dimension that holds each entry's unit (``resource_unit``, ``capacity_hours_unit``,
+  ``action_field_unit``, ``decision_field_unit``). This is the one exception; selecting
+  one entry keeps that coordinate as a scalar, so the unit stays with the numbers
+  (`units_of` in `experiments.analysis` reads either form). Variables of codes (CF
+  ``flag_values`` / ``flag_meanings``, the values of the variable's own type) and of
+  text need no unit;
 * time is a CF time coordinate: ``time`` is stored as integer seconds since the run
-  start with ``units: "seconds since 1970-01-01"`` (a nominal start: the
-  model has no calendar), ``standard_name: time`` and ``axis: T``, and opens as
-  datetime64 values (`time_coord`, `steps_of`);
+  start with ``units: "seconds since 1970-01-01"`` (a nominal start: the model has no
+  calendar), ``standard_name: time`` and ``axis: T``, and opens as datetime64 values
+  (`time_coord`, `steps_of`);
+* carries the global attribute ``Conventions: CF-1.11``;
 * carries attributes that netCDF accepts as well as zarr: numbers, text and flat lists;
   a boolean is written as 0 or 1, a mapping as JSON text, None is left out;
 * says its layout version in ``store_format`` (`STORE_FORMAT`).
@@ -48,7 +49,7 @@ ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 
 
 __all__ = ["STORE_FORMAT", "FORMAT_ATTR", "LABEL", "TYPE", "CODE", "finish", "netcdf_attrs",
            "flag_attrs", "label_requests", "request_type_labels", "upgrade", "store_format",
-           "time_coord", "steps_of", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
+           "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
 
 # 1: 0.3.0 and before. 2: consolidated metadata, request_type_label, units_coordinate
 #    instead of one comma-joined units string, netCDF-safe attributes, long_name everywhere.
