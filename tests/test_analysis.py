@@ -31,7 +31,7 @@ def test_quantiles_per_type_match_numpy_on_every_run(sweep):
     for r in grid.runs():
         store = open_result(r.path)
         lat = store["request_latency"].values
-        rtype = store["request_type"].values
+        rtype = store["request_type_code"].values
         done = store["request_outcome"].values == 0
         for q in (0.5, 0.99, 0.999):
             got = ds.gmmv.latency_quantile(q).sel(r.coords)

@@ -90,8 +90,9 @@ def test_units_per_resource_come_from_a_coordinate(real_runs):
 
 def test_request_type_is_a_labelled_coordinate(real_runs):
     ds = open_result(real_runs[0])
-    codes = ds["request_type"].values
-    assert ds["request_type"].attrs["flag_meanings"].split() == list(TYPE_NAMES)
+    codes = ds["request_type_code"].values
+    assert ds["request_type_code"].attrs["flag_meanings"].split() == list(TYPE_NAMES)
+    assert list(ds.indexes["request_type"]) == list(TYPE_NAMES)  # the index, in code order
     assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in codes]
     # groupby by name, with the latencies still lazy (dask)
     assert ds["request_latency"].chunks is not None
@@ -102,6 +103,25 @@ def test_request_type_is_a_labelled_coordinate(real_runs):
     # the labels are in the store itself, for readers that do not use open_result
     raw = xr.open_zarr(real_runs[0])
     assert list(raw["request_type_label"].values) == list(ds["request_type_label"].values)
+    assert list(raw.indexes["request_type"]) == list(TYPE_NAMES)
+
+
+def test_plain_xarray_groups_requests_by_type(real_runs):
+    """docs/api.md: on plain xr.open_zarr, grouping by the stored label works once it is
+    in memory (xarray groups only by values it holds), or with chunks=None."""
+    raw = xr.open_zarr(real_runs[0])
+    codes = raw["request_type_code"].values
+    latency = raw["request_latency"].values
+    p99 = raw.request_latency.groupby(raw.request_type_label.load()).quantile(0.99)
+    unopened = xr.open_zarr(real_runs[0], chunks=None)  # no dask: labels read on use
+    direct = unopened.groupby("request_type_label").quantile(0.99)["request_latency"]
+    for k, name in enumerate(TYPE_NAMES):
+        mine = latency[codes == k]
+        if not mine.size:  # a type without requests is no group
+            assert name not in p99["request_type_label"].values
+            continue
+        assert float(p99.sel(request_type_label=name)) == pytest.approx(np.quantile(mine, 0.99))
+        assert float(direct.sel(request_type_label=name)) == pytest.approx(np.quantile(mine, 0.99))
 
 
 def test_stores_have_consolidated_metadata(real_runs):
@@ -173,7 +193,8 @@ def test_format1_store_opens_with_the_new_conventions(tmp_path):
     store = shutil.copytree(FORMAT1, tmp_path / "old.zarr")
     assert "store_format" not in json.loads((store / "zarr.json").read_text())["attributes"]
     ds = open_result(store)
-    assert ds.attrs["store_format"] == 1  # what the store is; it reads like format 2
+    assert ds.attrs["store_format"] == 1  # what the store is; it reads like format 3
+    assert list(conventions.steps_of(ds["time"])) == list(range(60))
     rec = make_record(seed=5, steps=60, n_requests=40)  # what 0.3.0 wrote into it
     np.testing.assert_array_equal(ds["request_latency"].values, rec.request_end - rec.request_start)
     np.testing.assert_array_equal(ds["server_consumption"].values, rec.server_consumption)

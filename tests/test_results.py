@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 
 from gmm_volunteer.io import results
+from gmm_volunteer.io import conventions
 from gmm_volunteer.io.results import (
     IncompleteResultError,
     ResultFormatError,
@@ -35,25 +36,29 @@ def test_round_trip_values_dims_and_attrs(tmp_path):
     assert is_complete(path)
     ds = open_result(path)
 
+    stored = {"request_type": "request_type_code"}  # record field -> store variable
     for name in ("request_user", "request_type", "request_start", "request_end",
                  "request_outcome", "online_users", "active_requests", "server_allocation",
                  "server_consumption", "user_consumption", "subtask_events"):
         expected = np.asarray(getattr(rec, name))
-        got = ds[name].values
-        assert got.dtype == build_dataset(rec)[name].dtype, name
+        got = ds[stored.get(name, name)].values
+        assert got.dtype == build_dataset(rec)[stored.get(name, name)].dtype, name
         np.testing.assert_array_equal(got, expected, err_msg=name)
     np.testing.assert_array_equal(ds["request_latency"].values, rec.request_latency)
 
     assert ds["server_consumption"].dims == ("time", "resource")
     assert ds["subtask_events"].dims == ("time", "node_class", "event")
-    assert ds["request_type"].dims == ("request",)
+    assert ds["request_type_code"].dims == ("request",)
     assert list(ds["resource"].values) == list(RESOURCES)
     assert list(ds["node_class"].values) == list(NODE_CLASSES)
     assert list(ds["event"].values) == list(EVENTS)
-    assert list(ds["request_type_name"].values) == list(TYPE_NAMES)
-    assert ds["request_type_name"].dims == ("request_type_dim",)
+    assert list(ds["request_type"].values) == list(TYPE_NAMES)
+    assert list(ds.indexes["request_type"]) == list(TYPE_NAMES)  # an index coordinate
     assert list(ds["resource_unit"].values) == ["Mbit/s", "Mbit/s", "%", "MB", "MB"]
-    assert ds["time"].attrs["units"] == "s"
+    # CF time: seconds since the run start, stored as integers, read as datetime64
+    assert ds["time"].encoding["units"] == "seconds since 1970-01-01"
+    assert ds["time"].attrs["standard_name"] == "time" and ds["time"].attrs["axis"] == "T"
+    np.testing.assert_array_equal(conventions.steps_of(ds["time"]), np.arange(rec.steps))
     assert ds["request_latency"].attrs["units"] == "s"
     assert list(ds["request_outcome"].attrs["flag_values"]) == [0, 1, 2]
     assert ds["request_outcome"].attrs["flag_meanings"].split() == list(OUTCOMES)

@@ -28,7 +28,7 @@ COMBINED_QUANTILES = (0.5, 0.9, 0.95, 0.99, 0.999)
 
 def _metrics_values(path: str, quantiles, type_names: list[str]) -> dict:
     ds = open_result(path)
-    names = [str(v) for v in ds["request_type_name"].values]
+    names = [str(v) for v in ds[conventions.TYPE].values]
     if names != type_names:
         raise ValueError(
             f"{path}: request types {names} differ from the sweep's {type_names}; "
@@ -132,7 +132,7 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
     if series:
         series_vars, run_template = _series(paths, complete, shape, dims, series)
         data_vars.update(series_vars)
-        all_coords["time"] = ("time", run_template["time"].values, dict(run_template["time"].attrs))
+        all_coords["time"] = run_template["time"].variable  # with its CF encoding
     attrs = {
         "sweep_grid_file": manifest.get("grid_file", ""),
         "sweep_base_config": manifest.get("base", ""),

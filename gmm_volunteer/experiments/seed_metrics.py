@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from gmm_volunteer.io.conventions import CODE
+
 
 def request_arrays(ds) -> dict[str, np.ndarray]:
     """user, type, start, latency (s) and completed flag per request of a result store."""
     start = np.asarray(ds["request_start"].values, dtype=np.int64)
     end = np.asarray(ds["request_end"].values, dtype=np.int64)
     return {"user": np.asarray(ds["request_user"].values, dtype=np.int64),
-            "type": np.asarray(ds["request_type"].values, dtype=np.int64),
+            "type": np.asarray(ds[CODE].values, dtype=np.int64),
             "start": start, "latency": (end - start).astype(np.float64),
             "completed": np.asarray(ds["request_outcome"].values) == 0}
 

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
+from gmm_volunteer.io import conventions
 from gmm_volunteer.model.config import ALLOCATION_RESOURCES
 from gmm_volunteer.model.constants import MONITOR_OPS, OUTCOMES
 
@@ -21,7 +22,7 @@ PER_RESOURCE = {"units_coordinate": "resource_unit"}
 
 
 def _type_names(ds: xr.Dataset) -> list[str]:
-    return [str(v) for v in np.asarray(ds["request_type_name"].values)]
+    return [str(v) for v in np.asarray(ds[conventions.TYPE].values)]
 
 
 def _latency(ds: xr.Dataset) -> np.ndarray:
@@ -91,7 +92,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
         raise ValueError(f"quantiles must be a list of numbers in [0, 1], got {quantiles.tolist()}")
     names = _type_names(ds)
     n_types = len(names)
-    rtype = np.asarray(ds["request_type"].values, dtype=np.int64)
+    rtype = np.asarray(ds[conventions.CODE].values, dtype=np.int64)
     outcome = np.asarray(ds["request_outcome"].values, dtype=np.int64)
     latency = _latency(ds)
 
@@ -166,7 +167,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "monitor_calls_total": (("monitor_op",), mon_calls,
                                     {"long_name": "monitoring calls over the run", "units": "1"}),
             "monitor_bytes_total": (("monitor_op",), mon_bytes,
-                                    {"long_name": "monitoring traffic over the run", "units": "B"}),
+                                    {"long_name": "monitoring traffic over the run", "units": "byte"}),
             "online_users_mean": ((), _scalar_mean(ds["online_users"]),
                                   {"long_name": "users online, mean over steps", "units": "1"}),
             "capacity_hours": (("resource",), capacity_hours(ds),

@@ -2,26 +2,37 @@
 
 The run stores (`results.build_dataset`), the per-run statistics (`summary.run_metrics`)
 and a sweep's combined store (`combine`) pass through `finish` before they are written,
-so that each of them:
+so that each of them follows the CF conventions (CF 1.11) where CF has a form for the
+thing, with one documented exception:
 
-* names every variable and coordinate with a ``long_name``;
-* gives every numeric variable its unit. A variable along ``resource`` holds values in
-  a different unit per resource (Mbit/s, %, MB), so it has no single ``units``
-  attribute: its ``units_coordinate`` attribute names the coordinate on ``resource``
-  that holds the unit of each resource (``resource_unit``, or ``capacity_hours_unit``
-  for capacity-hours). Selecting one resource keeps that coordinate as a scalar, so the
-  unit stays with the numbers. Variables of codes (``flag_values`` / ``flag_meanings``,
-  CF) and of text need no unit;
+* every variable and coordinate has a ``long_name``;
+* every numeric variable has a CF ``units`` attribute that UDUNITS-2 parses (``s``,
+  ``1``, ``byte``, ``h``, ``min``), except a variable along a dimension whose entries
+  have different units (``resource``: Mbit/s, %, MB; ``action_field``;
+  ``decision_field``). CF gives a variable one unit, so such a variable has no
+  ``units``: its ``units_coordinate`` attribute names the coordinate along that
+  dimension that holds each entry's unit (``resource_unit``, ``capacity_hours_unit``,
+  ``action_field_unit``, ``decision_field_unit``). This is the one exception; selecting
+  one entry keeps that coordinate as a scalar, so the unit stays with the numbers
+  (`units_of` in `experiments.analysis` reads either form). Variables of codes (CF
+  ``flag_values`` / ``flag_meanings``, the values of the variable's own type) and of
+  text need no unit;
+* time is a CF time coordinate: ``time`` is stored as integer seconds since the run
+  start with ``units: "seconds since 1970-01-01"`` (a nominal start: the model has no
+  calendar), ``standard_name: time`` and ``axis: T``, and opens as datetime64 values
+  (`time_coord`, `steps_of`);
+* carries the global attribute ``Conventions: CF-1.11``;
 * carries attributes that netCDF accepts as well as zarr: numbers, text and flat lists;
   a boolean is written as 0 or 1, a mapping as JSON text, None is left out;
 * says its layout version in ``store_format`` (`STORE_FORMAT`).
 
-A run store also labels each request with the name of its request type (coordinate
-``request_type_label`` on ``request``) next to the int8 code ``request_type``.
-`label_requests` rebuilds that coordinate in memory from the codes when a store is
-opened, so ``groupby("request_type_label")`` works without decoding stored text, and
-gives stores of format 1 (0.3.0 and before, which lack it) the same look
-(`upgrade`).
+A run store names its request types by an index coordinate ``request_type`` (the model
+bundle's task types, in code order; the same dimension as the per-type statistics),
+keeps each request's int8 code in ``request_type_code`` (CF flags) and labels each
+request with its type's name (coordinate ``request_type_label`` on ``request``).
+`label_requests` rebuilds that label in memory from the codes when a store is opened, so
+``groupby("request_type_label")`` works without decoding stored text. Stores of older
+formats get the look of the current one when opened (`upgrade`).
 """
 
 from __future__ import annotations
@@ -32,31 +43,58 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
+
 ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 1 s; units of dedicated capacity
 
-__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "LABEL", "finish", "netcdf_attrs", "flag_attrs",
-           "label_requests", "request_type_labels", "upgrade", "store_format"]
+__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "LABEL", "TYPE", "CODE", "finish", "netcdf_attrs",
+           "flag_attrs", "label_requests", "request_type_labels", "upgrade", "store_format",
+           "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
 
 # 1: 0.3.0 and before. 2: consolidated metadata, request_type_label, units_coordinate
 #    instead of one comma-joined units string, netCDF-safe attributes, long_name everywhere.
-STORE_FORMAT = 2
+# 3: CF time (seconds since a nominal start, standard_name time, axis T), the index coordinate
+#    request_type (was request_type_name on request_type_dim), per-request codes in
+#    request_type_code (was request_type), units that UDUNITS-2 parses (byte, not B; s,
+#    not "CPU s"), flag_values of the coded variable's type, attribute Conventions.
+STORE_FORMAT = 3
 FORMAT_ATTR = "store_format"
+CF_VERSION = "CF-1.11"  # global attribute Conventions (CF 1.11 section 2.6.1)
 LABEL = "request_type_label"
+TYPE = "request_type"
+CODE = "request_type_code"
 UNITS_COORDINATE = "units_coordinate"
+
+# The time coordinate (CF 1.11 section 4.4): seconds since the run start, one step per
+# second. The model has no calendar, so the run starts at a nominal epoch: CF needs a
+# reference time in the units, and with this one xarray decodes `time` to datetime64
+# values whose differences are the model's seconds. cf-xarray finds the T axis by
+# standard_name and axis.
+TIME_EPOCH = "1970-01-01"  # midnight; xarray writes the date alone
+TIME_UNITS = f"seconds since {TIME_EPOCH}"
+TIME_ATTRS = {"standard_name": "time", "axis": "T",
+              "long_name": f"time since the run start (nominal start {TIME_EPOCH})"}
+
+# Units of stores before format 3 that UDUNITS-2 reads otherwise ("B" is the bel there)
+# or not at all; `upgrade` replaces them.
+OLD_UNITS = {"B": "byte", "CPU s": "s"}
+# ... and the one text a router's decision log carried for its fields' units.
+OLD_DECISION_UNITS = "s (step: step index; node, tier: codes)"
 
 # long_name of the coordinates (and of grid dimensions a sweep commonly has).
 LONG_NAMES = {
-    "time": "step index",
+    "time": TIME_ATTRS["long_name"],
     "resource": "resource",
     "resource_unit": "unit of the resource's values",
     "capacity_hours_unit": "unit of the resource's capacity-hours",
     "node_class": "node class",
     "event": "subtask event",
-    "request_type_name": "request type (task type of the model bundle)",
     LABEL: "request type of the request",
-    "request_type": "request type",
+    TYPE: "request type (task type of the model bundle)",
+    CODE: "request type of the request, index into request_type",
     "action_field": "field of a scaling action",
     "action_field_unit": "unit of the scaling-action field",
+    "decision_field_unit": "unit of the routing-decision field",
     "outcome": "how the request ended",
     "quantile": "quantile level",
     "monitor_op": "monitoring operation",
@@ -135,8 +173,20 @@ def finish(ds: xr.Dataset, long_names: dict | None = None) -> xr.Dataset:
                 attrs.pop("units", None)  # a per-resource unit: the coordinate holds it
                 attrs[UNITS_COORDINATE] = unit_coord
         var.attrs = attrs
+    ds = typed_flags(ds)
     ds.attrs = netcdf_attrs(dict(ds.attrs))
+    ds.attrs.setdefault("Conventions", CF_VERSION)
     ds.attrs[FORMAT_ATTR] = STORE_FORMAT
+    return ds
+
+
+def typed_flags(ds: xr.Dataset) -> xr.Dataset:
+    """`ds` (changed in place) with every ``flag_values`` an array of its variable's type,
+    as CF 1.11 section 3.5 demands (a zarr store keeps attributes as JSON, which has no
+    integer types: `results.open_result` applies this again)."""
+    for var in ds.variables.values():
+        if "flag_values" in var.attrs and var.dtype.kind in "iu":
+            var.attrs["flag_values"] = np.asarray(var.attrs["flag_values"], dtype=var.dtype)
     return ds
 
 
@@ -146,6 +196,26 @@ def store_format(ds: xr.Dataset) -> int:
         return int(ds.attrs.get(FORMAT_ATTR, 1))
     except (TypeError, ValueError):
         return 1
+
+
+def time_coord(steps) -> xr.Variable:
+    """The ``time`` coordinate (module docstring) of `steps` steps of 1 s, or of the step
+    indices `steps` (an integer array), encoded as integer seconds since the nominal
+    start."""
+    index = np.arange(steps, dtype=np.int64) if np.ndim(steps) == 0 else np.asarray(steps, np.int64)
+    start = np.datetime64(TIME_EPOCH, "s")
+    return xr.Variable("time", start + index.astype("timedelta64[s]"), dict(TIME_ATTRS),
+                       encoding={"units": TIME_UNITS, "dtype": "int64"})
+
+
+def steps_of(time) -> np.ndarray:
+    """The integer step index (seconds since the run start) of `time` values, from the
+    time coordinate of any store format (datetime64 since format 3, integers before)."""
+    values = np.asarray(getattr(time, "values", time))
+    if values.dtype.kind == "M":
+        start = np.datetime64(TIME_EPOCH, "s")
+        return ((values - start) // np.timedelta64(1, "s")).astype(np.int64)
+    return values.astype(np.int64)
 
 
 def request_type_labels(codes: np.ndarray, names) -> np.ndarray:
@@ -161,14 +231,17 @@ def flag_attrs(names) -> dict:
     return {"flag_values": list(range(len(names))), "flag_meanings": " ".join(names)}
 
 
+def _is_run_store(ds: xr.Dataset) -> bool:
+    return CODE in ds.data_vars and TYPE in ds.coords and "request" in ds.dims
+
+
 def label_requests(ds: xr.Dataset) -> xr.Dataset:
     """`ds` with the ``request_type_label`` coordinate built in memory from the codes
     (a run store only; other datasets are returned as they are)."""
-    if "request_type" not in ds.data_vars or "request_type_name" not in ds.coords \
-            or "request" not in ds.dims:
+    if not _is_run_store(ds):
         return ds
-    names = [str(n) for n in np.asarray(ds["request_type_name"].values)]
-    labels = request_type_labels(ds["request_type"].values, names)
+    names = [str(n) for n in np.asarray(ds[TYPE].values)]
+    labels = request_type_labels(ds[CODE].values, names)
     attrs = {"long_name": LONG_NAMES[LABEL]}
     if LABEL in ds.variables:
         attrs = dict(ds[LABEL].attrs)
@@ -176,23 +249,54 @@ def label_requests(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords({LABEL: ("request", labels, attrs)})
 
 
-def upgrade(ds: xr.Dataset) -> xr.Dataset:
-    """An opened store of format 1 made to look like format 2 (labels, units, long
-    names, netCDF-safe attributes); format 2 stores are returned as they are."""
-    if store_format(ds) >= STORE_FORMAT:
+def _upgrade_requests(ds: xr.Dataset) -> xr.Dataset:
+    """Formats 1 and 2 kept the per-request codes in ``request_type`` and the names in
+    ``request_type_name`` on dim ``request_type_dim``: format 3 names them ``request_type_code``
+    and the index coordinate ``request_type``."""
+    if "request_type_name" not in ds.coords or "request" not in ds.dims:
         return ds
-    ds = label_requests(ds)
-    if "request_type" in ds.data_vars and "request_type_name" in ds.coords:
-        ds["request_type"].attrs.update(flag_attrs(np.asarray(ds["request_type_name"].values)))
-    if "request_user" in ds.data_vars:
-        ds["request_user"].attrs.setdefault("units", "1")
-    if "scaling_actions" in ds.data_vars and "action_field" in ds.coords:
-        # format 1 wrote the four fields' units as one string "s, s, 1, 1"
-        ds = ds.assign_coords(action_field_unit=("action_field", np.array(ACTION_FIELD_UNITS, dtype=object)))
-        ds["scaling_actions"].attrs.pop("units", None)
-        ds["scaling_actions"].attrs["units_coordinate"] = "action_field_unit"
-    if "scaling_action_cost" in ds.data_vars:
-        ds["scaling_action_cost"].attrs["units"] = "h"  # capacity multiplier x hours
+    names = np.asarray(ds["request_type_name"].values).astype(object)
+    ds = ds.drop_vars([v for v in ("request_type_name", LABEL) if v in ds.variables])
+    if TYPE in ds.data_vars and ds[TYPE].dims == ("request",):
+        ds = ds.rename_vars({TYPE: CODE})
+    ds = ds.assign_coords({TYPE: (TYPE, names)})
+    ds[CODE].attrs.update({"long_name": LONG_NAMES[CODE], **flag_attrs(names)})
+    return label_requests(ds)
+
+
+def _upgrade_time(ds: xr.Dataset) -> xr.Dataset:
+    """Formats 1 and 2 stored ``time`` as the integer step index (units s)."""
+    if "time" not in ds.coords or ds["time"].dtype.kind not in "iu":
+        return ds
+    return ds.assign_coords(time=time_coord(np.asarray(ds["time"].values, dtype=np.int64)))
+
+
+def upgrade(ds: xr.Dataset) -> xr.Dataset:
+    """An opened store of format 1 or 2 made to look like format 3 (labels, request type
+    index, CF time, units, long names, netCDF-safe attributes); stores of the current
+    format are returned as they are. Nothing is rewritten on disk, and the dataset keeps
+    the ``store_format`` of the store it was read from."""
+    fmt = store_format(ds)
+    if fmt >= STORE_FORMAT:
+        return ds
+    if fmt < 2:
+        if "request_user" in ds.data_vars:
+            ds["request_user"].attrs.setdefault("units", "1")
+        if "scaling_actions" in ds.data_vars and "action_field" in ds.coords:
+            # format 1 wrote the four fields' units as one string "s, s, 1, 1"
+            ds = ds.assign_coords(action_field_unit=("action_field", np.array(ACTION_FIELD_UNITS, dtype=object)))
+            ds["scaling_actions"].attrs.pop("units", None)
+            ds["scaling_actions"].attrs["units_coordinate"] = "action_field_unit"
+        if "scaling_action_cost" in ds.data_vars:
+            ds["scaling_action_cost"].attrs["units"] = "h"  # capacity multiplier x hours
+    ds = _upgrade_time(_upgrade_requests(ds))
+    if "decision" in ds.variables and ds["decision"].attrs.get("units") == OLD_DECISION_UNITS:
+        ds = ds.assign_coords(decision_field_unit=("decision_field", np.array(DECISION_FIELD_UNITS, dtype=object)))
+        ds["decision"].attrs.pop("units")
+        ds["decision"].attrs[UNITS_COORDINATE] = "decision_field_unit"
+    for var in ds.variables.values():
+        if var.attrs.get("units") in OLD_UNITS:
+            var.attrs["units"] = OLD_UNITS[var.attrs["units"]]
     out = finish(ds)
-    out.attrs[FORMAT_ATTR] = store_format(ds)  # what the store is, not what it now looks like
+    out.attrs[FORMAT_ATTR] = fmt  # what the store is, not what it now looks like
     return out

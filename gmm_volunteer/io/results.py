@@ -10,8 +10,8 @@ opened as a result. Only a store this program wrote (`is_own_store`) is ever rep
 
 String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
 type); fixed-width unicode has no zarr v3 specification. Metadata is consolidated, and
-the datasets follow `gmm_volunteer.io.conventions` (store format 2); `open_result` reads
-stores of format 1 too.
+the datasets follow `gmm_volunteer.io.conventions` (store format 3); `open_result` reads
+stores of formats 1 and 2 too and gives them the look of format 3 (`conventions.upgrade`).
 """
 
 from __future__ import annotations
@@ -150,11 +150,12 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     data_vars = {
         "request_user": (("request",), requests["request_user"],
                          {"long_name": "user (1..N) who issued the request", "units": "1"}),
-        "request_type": (("request",), requests["request_type"],
-                         {"long_name": "request type, index into request_type_name",
-                          **conventions.flag_attrs(type_names)}),
+        conventions.CODE: (("request",), requests["request_type"],
+                           {"long_name": "request type of the request, index into request_type",
+                            **conventions.flag_attrs(type_names)}),
         "request_start": (("request",), requests["request_start"],
-                          {"long_name": "step the request started", "units": "s"}),
+                          {"long_name": "step the request started (seconds since the run start)",
+                           "units": "s"}),
         "request_end": (("request",), requests["request_end"],
                         {"long_name": "last step the request was active", "units": "s"}),
         "request_outcome": (("request",), requests["request_outcome"], {
@@ -182,18 +183,18 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
             "long_name": "subtask events per step", "units": "1",
         }),
         "completed_work": (("time", "node_class"), series["completed_work"], {
-            "long_name": "work of the executions that finished in the step", "units": "CPU s",
+            "long_name": "work (CPU-seconds) of the executions that finished in the step",
+            "units": "s",
         }),
     }
     _autoscaling_vars(record, data_vars, steps, per_resource_units)
     coords = {
-        "time": ("time", np.arange(steps, dtype=np.int64),
-                 {"long_name": "step index", "units": "s"}),
+        "time": conventions.time_coord(steps),  # CF time: seconds since the run start
         "resource": ("resource", _strings(RESOURCES)),
         "resource_unit": ("resource", _strings(RESOURCE_UNITS[r] for r in RESOURCES)),
         "node_class": ("node_class", _strings(NODE_CLASSES)),
         "event": ("event", _strings(EVENTS)),
-        "request_type_name": ("request_type_dim", _strings(type_names)),
+        conventions.TYPE: (conventions.TYPE, _strings(type_names)),
         conventions.LABEL: ("request", conventions.request_type_labels(requests["request_type"], type_names)),
     }
     if "scaling_actions" in data_vars:
@@ -209,7 +210,11 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
                 f"RunRecord.policy_series[{name!r}] has {arr.shape[0]} steps, expected {steps}")
         data_vars[name] = (tuple(dims), arr, dict(var_attrs))
     for name, values in dict(record.policy_coords).items():
-        coords[name] = (name, _strings(values) if isinstance(values[0], str) else np.asarray(values))
+        dim = name
+        if isinstance(values, tuple) and len(values) == 2 and isinstance(values[0], str) \
+                and isinstance(values[1], (tuple, list)):
+            dim, values = values  # (dim, values): a coordinate along another dimension
+        coords[name] = (dim, _strings(values) if isinstance(values[0], str) else np.asarray(values))
     attrs = {str(k): _plain(v) for k, v in dict(record.attrs).items()}
     attrs.setdefault("gmmv_version", __version__)
     # what a committed result table made from this store claims (docs/results/README.md)
@@ -552,9 +557,9 @@ def open_result(path, chunks=None) -> xr.Dataset:
                       chunks={} if chunks is None else chunks)
     if conventions.LABEL in ds.coords:  # rebuilt from the codes: no text to decode
         ds = ds.drop_vars(conventions.LABEL)
-    ds = _plain_string_coords(ds)
+    ds = conventions.typed_flags(_plain_string_coords(ds))
     if conventions.store_format(ds) < conventions.STORE_FORMAT:
-        return conventions.upgrade(ds)  # a store of 0.3.0 or before
+        return conventions.upgrade(ds)  # a store of an older format, converted in memory
     return conventions.label_requests(ds)
 
 

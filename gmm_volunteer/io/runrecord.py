@@ -45,7 +45,8 @@ class RunRecord:
     scaling_action_cost: np.ndarray | None = None  # float64 (n_actions,): capacity x h
     # Variables a policy records beside these (docs/routing.md: the monitor's cost, the
     # routers' decisions): name -> (dims, array, attrs); the first dim "time" has
-    # ``steps`` rows. Coordinates they need: name -> values.
+    # ``steps`` rows. Coordinates they need: name -> values (a dimension coordinate), or
+    # name -> (dim, values) for one along another dimension (a unit per field, e.g.).
     policy_series: dict = field(default_factory=dict)
     policy_coords: dict = field(default_factory=dict)
 

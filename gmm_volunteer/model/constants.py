@@ -48,3 +48,10 @@ OUT_COMPLETED, OUT_ABANDONED, OUT_DROPPED = (OUTCOMES.index(o) for o in
 MONITOR_OPS = ("metric_read", "latency_probe", "label_update", "score_update")
 OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE, OP_SCORE_UPDATE = (
     MONITOR_OPS.index(o) for o in ("metric_read", "latency_probe", "label_update", "score_update"))
+
+# Fields of a routing decision (docs/routing.md; the router's decision log, variable
+# `decision` of a result store): step, node, tier, predictions (hybrid, model-only,
+# queue-only) of the chosen tier's delay, realized delay. Their CF units: the step is
+# seconds since the run start, node and tier are codes.
+DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized")
+DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s")

@@ -40,7 +40,7 @@ from gmm_volunteer.policies.monitor import (
     monitor_config,
     new_monitor_arrays,
 )
-from gmm_volunteer.model.constants import MONITOR_OPS
+from gmm_volunteer.model.constants import DECISION_FIELD_UNITS, DECISION_FIELDS, MONITOR_OPS
 
 RouteState = namedtuple(
     "RouteState",
@@ -60,7 +60,6 @@ N_TIERS = 3
 # decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
 # queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
 D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL = range(7)
-DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized")
 # whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
 # over every decision of a tier router that completed (issue 22: not only the logged ones)
 TIER_NAMES = ("local", "edge", "cloud")
@@ -140,7 +139,7 @@ class Router(Scheduler):
             "monitor_calls": (("time", "monitor_op"), R.mser[:steps, :, 0].astype(np.float64),
                               {"long_name": "monitoring calls per step", "units": "1"}),
             "monitor_bytes": (("time", "monitor_op"), R.mser[:steps, :, 1].astype(np.float64),
-                              {"long_name": "monitoring traffic per step", "units": "B"}),
+                              {"long_name": "monitoring traffic per step", "units": "byte"}),
             "node_label": (("node",), R.mi[:, 3].astype(np.int8), {
                 "long_name": "label of each node at the end of the run",
                 "flag_values": list(range(len(LABELS))), "flag_meanings": " ".join(LABELS)}),
@@ -156,9 +155,10 @@ class Router(Scheduler):
             n = int(min(R.dn[0], R.dlog.shape[0]))
             series["decision"] = (("decision", "decision_field"), R.dlog[:n].copy(), {
                 "long_name": "routing decisions: predicted and realized subtask delay",
-                "units": "s (step: step index; node, tier: codes)",
+                "units_coordinate": "decision_field_unit",  # fields differ in unit
                 "decisions_total": int(R.dn[1])})
             coords["decision_field"] = DECISION_FIELDS
+            coords["decision_field_unit"] = ("decision_field", DECISION_FIELD_UNITS)
             series["estimator_error"] = (("tier", "estimator", "error_stat"), R.ea.copy(), {
                 "long_name": "delay estimators' absolute relative error over every completed "
                              "decision, summed, and the decisions (per tier of the decision)",
