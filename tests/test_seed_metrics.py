@@ -119,3 +119,20 @@ def test_sweep_tables_from_the_run_stores(tmp_path):
     assert got["paired requests"] == len(diffs)
     assert got["mean difference (s)"] == pytest.approx(np.mean(diffs))
     assert got["BCa 95% low"] <= got["mean difference (s)"] <= got["BCa 95% high"]
+
+
+def test_phase_bounds_are_the_events_starts_and_ends_inside_the_run():
+    """Seed 000's six phases from the scripted events of routing_perturbed_20k.yaml: a
+    join ending where the departures start gives one cut, not two."""
+    import yaml
+
+    cfg = {"steps": 20000, "events": [
+        {"kind": "join", "at_s": 4000, "duration_s": 3000},
+        {"kind": "depart", "at_s": 7000, "duration_s": 600},
+        {"kind": "overload", "at_s": 13000, "duration_s": 1000},
+        {"kind": "overload", "at_s": 13000, "duration_s": 1000},
+        {"kind": "overload", "at_s": 19000}]}  # no end: lasts to the run's end
+    cuts = sm._phase_bounds(yaml.safe_dump(cfg))
+    assert cuts == [4000, 7000, 7600, 13000, 14000, 19000]
+    assert list(sm.phase_of(np.array([0, 3999, 4000, 7599, 7600, 19999]), cuts)) == [0, 0, 1, 2, 3, 6]
+    assert sm._phase_bounds(yaml.safe_dump({"steps": 10})) == []

@@ -165,8 +165,9 @@ def _open_results(path: str):
     p = Path(path)
     try:
         if (p / MANIFEST).is_file() and not is_complete(p / COMBINED):
-            return combine(p)  # runs missing or not yet combined: combine what is there
-        ds = open_combined(p)
+            ds = combine(p)  # runs missing or not yet combined: combine what is there
+        else:
+            ds = open_combined(p)
     except (FileNotFoundError, IncompleteResultError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     if "run_complete" not in ds:

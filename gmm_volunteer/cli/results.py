@@ -35,6 +35,8 @@ TABLES = {
     "herding": ("the herding diagnostic per grid point", "routing_report", "herding_table", False),
     "seed-statistics": ("the seeds' own response-time statistics per grid point (from the run stores)",
                         "seed_metrics", "statistics_table", False),
+    "phases": ("P99 latency / completions per 1,000 s in each scripted phase (from the run stores)",
+               "seed_metrics", "phase_table", False),
     "asrb-paired": ("ASRB minus its baselines, paired, with the BCa interval and t-test (from the run stores)",
                     "seed_metrics", "paired_table", False),
 }

@@ -270,3 +270,43 @@ def paired_table(ds, router: str = "asrb", baselines=("qedgeproxy", "proximity")
         return None
     df = pd.DataFrame(rows)
     return df.set_index([k for k, _ in rests[0]] + ["a - b"])
+
+
+def phase_table(ds):
+    """Per grid point and scripted phase (seed 000's T1-T6: the spans between the events'
+    starts and ends): the P99 latency of the completed requests that started in the phase
+    and the completions per 1,000 s of it, pooled over seeds, as "P99 / rate". None when
+    the runs have no scripted events."""
+    import pandas as pd
+
+    from gmm_volunteer.io.results import open_result
+
+    runs = _grid_runs(ds)
+    if not runs:
+        return None
+    first = open_result(runs[0][2])
+    cuts = _phase_bounds(first.attrs.get("config", ""))
+    if not cuts:
+        return None
+    steps = int(ds.attrs.get("steps") or first.sizes["time"])
+    edges = [0, *cuts, steps]
+    names = [f"T{k + 1} [{a}, {b})" for k, (a, b) in enumerate(zip(edges[:-1], edges[1:]))]
+    groups: dict[tuple, list] = {}
+    for point, _seed, path in runs:
+        r = request_arrays(open_result(path))
+        done = r["completed"]
+        groups.setdefault(tuple(point.items()), []).append(
+            (phase_of(r["start"][done], cuts), r["latency"][done]))
+    rows = []
+    for key, reps in groups.items():
+        ph = np.concatenate([p for p, _ in reps])
+        lat = np.concatenate([x for _, x in reps])
+        row = dict(key)
+        for k, name in enumerate(names):
+            x = lat[ph == k]
+            span = (edges[k + 1] - edges[k]) * len(reps)
+            p99 = f"{np.quantile(x, 0.99):.1f}" if x.size else "-"
+            row[name] = f"{p99} / {1000.0 * x.size / span:,.0f}"
+        rows.append(row)
+    keys = [k for k, _ in next(iter(groups))]
+    return pd.DataFrame(rows).set_index(keys)
