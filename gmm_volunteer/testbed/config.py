@@ -1,0 +1,118 @@
+"""The `testbed:` section of a run config, and the checks of what a live system can run.
+
+A testbed config is a `gmmv run` config (model.config.RunConfig, loaded by its one
+loader) plus one section, `testbed:`, that the simulator never reads. `load_testbed`
+splits it off, validates both, and refuses settings the live system does not implement
+(they exit 2 naming the key): a kernel-enforced limit is fixed for a run, so the
+allocations must be `dedicated` (paper 2.2 draws them per step); only the centralized
+and uniform rules (paper 2.3) have a live implementation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gmm_volunteer.model.config import (
+    ConfigError,
+    RunConfig,
+    _format_errors,
+    apply_overrides,
+    config_from_dict,
+    parse_override,
+)
+
+SECTION = "testbed"
+LIVE_SCHEDULERS = ("centralized", "uniform")
+
+
+class Testbed(BaseModel):
+    """Keys of the `testbed:` section (docs/testbed.md, "Config")."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    # One-way delay added by `tc netem` on each volunteer's link, ms (0: none).
+    link_delay_ms: float = Field(0.0, ge=0.0, le=10_000.0)
+    # Inputs generated per subtask type at start-up; requests cycle through them.
+    inputs_per_type: int = Field(4, ge=1, le=1000)
+    # Intra-op threads of the server's ONNX Runtime sessions; 0: one per whole core of
+    # its CPU quota (at least 1).
+    server_threads: int = Field(0, ge=0, le=64)
+    # Seconds to wait for every process to be up before step 0 (imports under a small
+    # CPU quota are slow).
+    startup_timeout_s: float = Field(180.0, gt=0.0, le=3600.0)
+    # Private /16 for the volunteers' links, as "a.b"; volunteer i gets a.b.(i>>6).(4*(i&63)+1..2).
+    subnet: str = Field("10.231", pattern=r"^(10\.\d{1,3}|192\.168|172\.(1[6-9]|2\d|3[01]))$")
+    # Where models, inputs and logs of the run go; null: a fresh temporary directory.
+    workdir: str | None = None
+
+
+def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunConfig, Testbed]:
+    """Read a testbed config: the run config (validated as `gmmv run` does) and its
+    `testbed:` section. Errors are ConfigError naming the file and key."""
+    from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
+
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from None
+    try:
+        data = load_yaml(raw, source)
+    except YAMLInputError as exc:
+        raise ConfigError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: top level must be a mapping of config keys")
+    data = dict(data)
+    section = data.pop(SECTION, None) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{source}: {SECTION}: must be a mapping")
+    section = dict(section)
+    run_overrides: dict[str, Any] = {}
+    for text in overrides:
+        key, value = parse_override(text, source)
+        if key.startswith(SECTION + "."):
+            section[key[len(SECTION) + 1:]] = value
+        else:
+            run_overrides[key] = value
+    if isinstance(run_overrides.get("model"), str):
+        run_overrides["model"] = str(Path(run_overrides["model"]).resolve())
+    data = apply_overrides(data, run_overrides, source)
+    cfg = config_from_dict(data, source=source, base_dir=Path(path).resolve().parent)
+    try:
+        tb = Testbed.model_validate(section)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, section, source).replace(f"{source}: ", f"{source}: {SECTION}.")) from None
+    check_live(cfg, source)
+    return cfg, tb
+
+
+def check_live(cfg: RunConfig, source: str) -> None:
+    """Refuse what the live system cannot do the way the simulator does it."""
+    problems = []
+    if cfg.scheduler not in LIVE_SCHEDULERS:
+        problems.append(f"scheduler: {cfg.scheduler!r} has no live implementation "
+                        f"(choose {' or '.join(LIVE_SCHEDULERS)})")
+    if cfg.executor != "default":
+        problems.append("executor: the testbed's limits are the kernel's (cgroups, tc); use 'default'")
+    if cfg.autoscaler != "fixed":
+        problems.append("autoscaler: the testbed's server has a fixed quota; use 'fixed'")
+    for who, law in (("users", cfg.users.allocation), ("server", cfg.server.allocation)):
+        if law.base != "dedicated" or law.mean.values() or law.sd.values():
+            problems.append(f"{who}.allocation: must be 'dedicated' (a cgroup limit is fixed for the run)")
+    if cfg.users.initial_data != "empty":
+        problems.append("users.initial_data: must be 'empty' (volunteers start with no model files)")
+    if cfg.execution.variants or cfg.execution.subtask_data != "model" or not cfg.execution.batching:
+        problems.append("execution: the testbed runs the defaults (batching, data per model, no variants)")
+    if cfg.events:
+        problems.append("events: scripted events have no live implementation")
+    if cfg.demand.model_dump() != type(cfg.demand)().model_dump():
+        problems.append("demand: time-varying demand has no live implementation")
+    if cfg.users.count > 64 * 64:
+        problems.append(f"users.count: at most {64 * 64} volunteer links fit the subnet")
+    if problems:
+        raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
