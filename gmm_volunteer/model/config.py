@@ -621,6 +621,11 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(data)}")
 
+    if "testbed" in data:  # the live testbed's own section, read by `gmmv testbed` only
+        data = dict(data)
+        from gmm_volunteer.testbed.config import validate_section
+
+        validate_section(data.pop("testbed"), source)  # a typo fails for `gmmv run` too
     parsed = dict(parse_override(o, source) for o in overrides)
     if isinstance(parsed.get("model"), str):
         parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)

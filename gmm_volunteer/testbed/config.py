@@ -15,14 +15,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gmm_volunteer.model.config import (
-    ConfigError,
-    RunConfig,
-    _format_errors,
-    apply_overrides,
-    config_from_dict,
-    parse_override,
-)
+from gmm_volunteer.model.config import ConfigError, RunConfig, _format_errors, load_config, parse_override
 
 SECTION = "testbed"
 LIVE_SCHEDULERS = ("centralized", "uniform")
@@ -49,44 +42,36 @@ class Testbed(BaseModel):
     workdir: str | None = None
 
 
+def validate_section(section: Any, source: str) -> Testbed:
+    """The `testbed:` mapping as a Testbed; ConfigError naming ``testbed.<key>``."""
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{source}: {SECTION}: must be a mapping of testbed keys")
+    try:
+        return Testbed.model_validate(section)
+    except ValidationError as exc:
+        text = _format_errors(exc, section, source)
+        raise ConfigError(text.replace(f"{source}: ", f"{source}: {SECTION}.")) from None
+
+
 def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunConfig, Testbed]:
-    """Read a testbed config: the run config (validated as `gmmv run` does) and its
-    `testbed:` section. Errors are ConfigError naming the file and key."""
-    from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
+    """Read a testbed config: the run config (by `load_config`, as `gmmv run` reads it)
+    and its `testbed:` section, each with its ``--set`` overrides. Errors are ConfigError
+    naming the file and key."""
+    from gmm_volunteer.io.yamlio import load_yaml
 
     source = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: file not found") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{source}: cannot read: {exc}") from None
-    try:
-        data = load_yaml(raw, source)
-    except YAMLInputError as exc:
-        raise ConfigError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: top level must be a mapping of config keys")
-    data = dict(data)
-    section = data.pop(SECTION, None) or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{source}: {SECTION}: must be a mapping")
-    section = dict(section)
-    run_overrides: dict[str, Any] = {}
+    run_overrides, section_overrides = [], {}
     for text in overrides:
         key, value = parse_override(text, source)
         if key.startswith(SECTION + "."):
-            section[key[len(SECTION) + 1:]] = value
+            section_overrides[key[len(SECTION) + 1:]] = value
         else:
-            run_overrides[key] = value
-    if isinstance(run_overrides.get("model"), str):
-        run_overrides["model"] = str(Path(run_overrides["model"]).resolve())
-    data = apply_overrides(data, run_overrides, source)
-    cfg = config_from_dict(data, source=source, base_dir=Path(path).resolve().parent)
-    try:
-        tb = Testbed.model_validate(section)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, section, source).replace(f"{source}: ", f"{source}: {SECTION}.")) from None
+            run_overrides.append(text)
+    cfg = load_config(path, run_overrides)  # also checks the section as written
+    section = load_yaml(Path(path).read_bytes(), source).get(SECTION) or {}
+    tb = validate_section({**section, **section_overrides}, source)
     check_live(cfg, source)
     return cfg, tb
 

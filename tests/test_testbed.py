@@ -1,0 +1,121 @@
+"""The live testbed (docs/testbed.md): its config section, and a short real run whose
+records must be complete and consistent and whose processes must stay inside their
+kernel limits. The live run needs root, cgroups, network namespaces, iproute2 and the
+`testbed` extra; without them it is skipped, saying which is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gmm_volunteer.cli.commands import main
+from gmm_volunteer.model.config import ConfigError, load_config
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "testbed" / "light-uniform.yaml"
+
+
+def _small(tmp_path: Path, **changes) -> Path:
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg.update(steps=40, seed=3)
+    cfg["users"]["count"] = 3
+    cfg["requests"]["think_time"] = {"dist": "pareto", "scale": 3.0, "shape": 1.5}
+    cfg.update(changes)
+    path = tmp_path / "tb.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_run_reads_a_testbed_config_without_its_section():
+    cfg = load_config(EXAMPLE)
+    assert "testbed" not in yaml.safe_load(cfg.to_yaml())
+
+
+def test_a_bad_testbed_key_is_named(tmp_path, capsys):
+    path = _small(tmp_path, testbed={"link_delay_ms": 0, "bogus": 1})
+    with pytest.raises(ConfigError, match=r"testbed\.bogus"):
+        load_config(path)
+    assert main(["testbed", str(path), "-o", str(tmp_path / "x.zarr")]) == 2
+    assert "testbed.bogus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, key", [
+    ("scheduler=affinity", "scheduler"),
+    ("users.allocation=fitted", "users.allocation"),
+    ("users.initial_data=filled", "users.initial_data"),
+    ("testbed.subnet=8.8", "testbed.subnet"),
+])
+def test_what_the_live_system_cannot_run_exits_2(tmp_path, capsys, override, key):
+    path = _small(tmp_path)
+    assert main(["testbed", str(path), "--set", override, "-o", str(tmp_path / "x.zarr")]) == 2
+    assert f"{key}:" in capsys.readouterr().err
+
+
+def _unavailable() -> str | None:
+    """Why the live run cannot happen here, or None."""
+    for module in ("aiohttp", "onnxruntime", "cv2", "rapidocr"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed (pip install 'gmm-volunteer[testbed]')"
+    from gmm_volunteer.fitting.collect.models import default_model_dir
+    from gmm_volunteer.testbed.isolation import IsolationError, cgroup_version
+
+    try:
+        cgroup_version()
+    except IsolationError as exc:
+        return str(exc)
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` (iproute2) is not installed"
+    probe = f"gmmvtbprobe{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return "cannot create a network namespace"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    for name in ("mobilenet_v2", "resnet50"):
+        if not (default_model_dir() / f"{name}.onnx").exists() and importlib.util.find_spec("torch") is None:
+            return f"the random-weight model {name} is not built and torch is not installed to build it"
+    return None
+
+
+def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, capsys):
+    why = _unavailable()
+    if why:
+        pytest.skip(f"live testbed unavailable: {why}")
+    from gmm_volunteer.experiments.summary import summarize
+    from gmm_volunteer.io.results import open_result
+
+    out = tmp_path / "tb.zarr"
+    assert main(["testbed", str(_small(tmp_path)), "-o", str(out), "-q"]) == 0, capsys.readouterr().err
+    ds = open_result(out)
+    acc = json.loads(ds.attrs["testbed"])
+    # every request a user issued is in the records or still active at the end
+    assert acc["requests_unaccounted"] == []
+    assert acc["requests_issued_by_users"] == acc["requests_received"] > 0
+    assert acc["requests_received"] == acc["requests_ended"] + acc["requests_active_at_end"]
+    assert ds.sizes["request"] == acc["requests_ended"]
+    assert (ds.request_outcome == 0).sum() > 0
+    # no subtask's result is taken twice; without churn none arrives for a stale placement
+    assert acc["results_accepted_twice"] == 0 and acc["results_rejected"] == 0
+    events = ds.subtask_events.sum("time")
+    assert (events.sel(event="complete") <= events.sel(event="start")).all()
+    assert int(events.sel(event="complete").sum()) == acc["results_accepted"]
+    # limits: no process killed, memory never above its limit, CPU never above its quota
+    assert acc["limits"]["oom_kills"] == [0] * 4
+    assert (ds.node_memory_peak <= ds.node_memory_limit).all()
+    cpu = ds.node_cpu.values  # % per 1 s window, sampled: a window may catch one more CFS period
+    assert (cpu <= 1.15 * ds.node_cpu_limit.values + 2.0).all(), cpu.max(axis=0)
+    assert (cpu.mean(axis=0) <= ds.node_cpu_limit.values * 1.02).all()
+    # nothing the run made is left behind
+    prefix = f"gmmvtb{os.getpid()}"
+    assert prefix not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"gt{os.getpid()}" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert not any(p.name.startswith(prefix) for p in Path("/sys/fs/cgroup/cpu").glob("*"))
+    assert "light5" in summarize(ds)
