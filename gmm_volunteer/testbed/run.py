@@ -90,7 +90,9 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
     spec = _spec(cfg, tb, entropy, server_max, user_max)
     (workdir / "spec.json").write_text(json.dumps(spec))
     res = Resources(f"gmmvtb{os.getpid()}")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C, kill and a closed terminal all end in the finally below (a background job's
+    # SIGINT is ignored by the shell that started it: install ours anyway).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     wall0 = time.time()
     try:
         cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
@@ -138,7 +140,8 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                   "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs]}
     finally:
         res.close()
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if temporary:
             shutil.rmtree(workdir, ignore_errors=True)
     return _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, time.time() - wall0,
