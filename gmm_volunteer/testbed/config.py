@@ -13,46 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from gmm_volunteer.model.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
+from gmm_volunteer.testbed.section import SECTION, Testbed
 
-from gmm_volunteer.model.config import ConfigError, RunConfig, _format_errors, load_config, parse_override
-
-SECTION = "testbed"
 LIVE_SCHEDULERS = ("centralized", "uniform")
-
-
-class Testbed(BaseModel):
-    """Keys of the `testbed:` section (docs/testbed.md, "Config")."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    # One-way delay added by `tc netem` on each volunteer's link, ms (0: none).
-    link_delay_ms: float = Field(0.0, ge=0.0, le=10_000.0)
-    # Inputs generated per subtask type at start-up; requests cycle through them.
-    inputs_per_type: int = Field(4, ge=1, le=1000)
-    # Intra-op threads of the server's ONNX Runtime sessions; 0: one per whole core of
-    # its CPU quota (at least 1).
-    server_threads: int = Field(0, ge=0, le=64)
-    # Seconds to wait for every process to be up before step 0 (imports under a small
-    # CPU quota are slow).
-    startup_timeout_s: float = Field(180.0, gt=0.0, le=3600.0)
-    # Private /16 for the volunteers' links, as "a.b"; volunteer i gets a.b.(i>>6).(4*(i&63)+1..2).
-    subnet: str = Field("10.231", pattern=r"^(10\.\d{1,3}|192\.168|172\.(1[6-9]|2\d|3[01]))$")
-    # Where models, inputs and logs of the run go; null: a fresh temporary directory.
-    workdir: str | None = None
-
-
-def validate_section(section: Any, source: str) -> Testbed:
-    """The `testbed:` mapping as a Testbed; ConfigError naming ``testbed.<key>``."""
-    if section is None:
-        section = {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{source}: {SECTION}: must be a mapping of testbed keys")
-    try:
-        return Testbed.model_validate(section)
-    except ValidationError as exc:
-        text = _format_errors(exc, section, source)
-        raise ConfigError(text.replace(f"{source}: ", f"{source}: {SECTION}.")) from None
 
 
 def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunConfig, Testbed]:
@@ -71,7 +35,7 @@ def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunCo
             run_overrides.append(text)
     cfg = load_config(path, run_overrides)  # also checks the section as written
     section = load_yaml(Path(path).read_bytes(), source).get(SECTION) or {}
-    tb = validate_section({**section, **section_overrides}, source)
+    tb = validate_testbed_section({**section, **section_overrides}, source)
     check_live(cfg, source)
     return cfg, tb
 
