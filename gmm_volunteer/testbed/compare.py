@@ -64,49 +64,104 @@ def _simulate(config: Path, seeds) -> list:
     return out
 
 
-def _cell(tb: float, lo: float, hi: float, sim: float, digits: int = 1) -> str:
+def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
+    """``testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error)``."""
     err = f"{(sim - tb) / tb * 100:+.0f} %" if tb else "no base"
-    rng = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if np.isfinite(lo) else ""
-    return f"{tb:.{digits}f}{rng} / {sim:.{digits}f} ({err})"
+    f = f".{digits}f"
+
+    def rng(lo, hi):
+        return f" [{lo:{f}}, {hi:{f}}]" if np.isfinite(lo) else ""
+
+    tb_runs, sim_runs = np.asarray(tb_runs, float), np.asarray(sim_runs, float)
+    t = rng(np.nanmin(tb_runs), np.nanmax(tb_runs)) if np.isfinite(tb_runs).any() else ""
+    s = rng(*np.nanquantile(sim_runs, [0.05, 0.95])) if np.isfinite(sim_runs).any() else ""
+    return f"{tb:{f}}{t} / {sim:{f}}{s} ({err})"
+
+
+def _per_run_latency(datasets) -> np.ndarray:
+    return np.array([_latency_stats(np.asarray(d["request_latency"].values)[np.asarray(d["request_outcome"].values) == 0])
+                     for d in datasets])
 
 
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None):
     from gmm_volunteer.io.results import open_result
 
-    rows, type_rows, curves = [], [], []
+    rows, type_rows, curves, mech_rows = [], [], [], []
     for config in configs:
         stores = sorted(results.glob(f"{config.stem}-seed*.zarr"))
         if not stores:
             print(f"{config.stem}: no testbed stores in {results}", file=sys.stderr)
             continue
         tb_ds = [open_result(p) for p in stores]
-        tb, sim = _stats(tb_ds), _stats(_simulate(config, range(1000, 1000 + sim_seeds)))
+        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds))
+        tb, sim = _stats(tb_ds), _stats(sim_ds)
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
-            c = tb["counts"][o]
-            row.append(_cell(c.mean(), c.min(), c.max(), sim["counts"][o].mean()))
-        # latency: pooled over runs; the testbed's range is over its runs
-        per_seed = np.array([_latency_stats(np.asarray(d["request_latency"].values)[np.asarray(d["request_outcome"].values) == 0])
-                             for d in tb_ds])
+            c, cs = tb["counts"][o], sim["counts"][o]
+            row.append(_cell(c.mean(), c, cs.mean(), cs))
+        # latency: pooled over the runs; the ranges are of the per-run values
+        tb_runs, sim_runs = _per_run_latency(tb_ds), _per_run_latency(sim_ds)
         for i, (t, s) in enumerate(zip(_latency_stats(tb["latency"]), _latency_stats(sim["latency"]))):
-            row.append(_cell(t, np.nanmin(per_seed[:, i]), np.nanmax(per_seed[:, i]), s))
-        row.append(_cell(tb["cpu"].mean(), tb["cpu"].min(), tb["cpu"].max(), sim["cpu"].mean()))
+            row.append(_cell(t, tb_runs[:, i], s, sim_runs[:, i]))
+        row.append(_cell(tb["cpu"].mean(), tb["cpu"], sim["cpu"].mean(), sim["cpu"]))
         rows.append(row)
         for k, name in enumerate(tb["names"]):
             t = _latency_stats(tb["latency"][tb["type"] == k])
             s = _latency_stats(sim["latency"][sim["type"] == k])
             n_t, n_s = int((tb["type"] == k).sum()), int((sim["type"] == k).sum())
             type_rows.append([config.stem, name, f"{n_t} / {n_s / sim['runs'] * tb['runs']:.0f}",
-                              _cell(t[0], np.nan, np.nan, s[0]), _cell(t[3], np.nan, np.nan, s[3])])
+                              _cell(t[0], [np.nan], s[0], [np.nan]), _cell(t[3], [np.nan], s[3], [np.nan])])
         curves.append((config.stem, tb["latency"], sim["latency"]))
+        mech_rows.append([config.stem] + _mechanisms(tb_ds, sim_ds))
     head = ["case", "runs (testbed / sim)"] + [f"{o} per run" for o in OUTCOMES] + \
         ["mean latency (s)", "P50 (s)", "P95 (s)", "P99 (s)", "server CPU (%)"]
     table = _markdown(head, rows)
     type_table = _markdown(["case", "request type", "completed (testbed / sim, same runs)",
                             "mean latency (s)", "P99 (s)"], type_rows)
+    mech_table = _markdown(["case", "subtasks on volunteers (%)", "server CPU-s per subtask",
+                            "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
+                            "volunteer CPU-s outside executions per run", "quota throttling per volunteer (s)"],
+                           mech_rows)
     if figure is not None and curves:
         _figure(curves, figure)
-    return table, type_table
+    return table, type_table, mech_table
+
+
+def _mechanisms(tb_ds, sim_ds) -> list[str]:
+    """Where the time goes: the share of subtasks on volunteers, the CPU an execution
+    took (measured around the ONNX Runtime call; the simulator's drawn work), and, in the
+    testbed only, the CPU its processes used outside executions (HTTP, polling, session
+    loading) and how long the quotas throttled the volunteers."""
+    def per(ds_list, fn):
+        return np.array([fn(d) for d in ds_list], float)
+
+    def share(d):
+        done = np.asarray(d["subtask_events"].sel(event="complete").sum("time").values, float)
+        return 100 * done[1] / done.sum() if done.sum() else np.nan
+
+    def work_per(d, k):
+        done = float(d["subtask_events"].sel(event="complete").sum("time").values[k])
+        return float(d["completed_work"].sum("time").values[k]) / done if done else np.nan
+
+    def outside(d, k):
+        cpu = np.asarray(d["node_cpu"].values, float) / 100  # CPU-s per step
+        used = cpu[:, 0].sum() if k == 0 else cpu[:, 1:].sum()
+        return used - float(d["completed_work"].sum("time").values[k])
+
+    import json
+
+    def throttled(d):
+        return float(np.mean(json.loads(d.attrs["testbed"])["limits"]["throttled_s"][1:]))
+
+    out = [_cell(np.nanmean(per(tb_ds, share)), per(tb_ds, share), np.nanmean(per(sim_ds, share)), per(sim_ds, share))]
+    for k in (0, 1):
+        t, s = per(tb_ds, lambda d: work_per(d, k)), per(sim_ds, lambda d: work_per(d, k))
+        out.append(_cell(np.nanmean(t), t, np.nanmean(s), s, digits=3))
+    steps = tb_ds[0].sizes["time"]
+    out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 0))) / steps:.3f}")
+    out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 1))):.1f}")
+    out.append(f"{np.mean(per(tb_ds, throttled)):.1f}")
+    return out
 
 
 def _markdown(head, rows) -> str:
@@ -148,10 +203,12 @@ def main(argv=None) -> int:
     p.add_argument("--sim-seeds", type=int, default=50)
     p.add_argument("--figure", type=Path)
     args = p.parse_args(argv)
-    table, type_table = compare(args.results, args.configs, args.sim_seeds, args.figure)
+    table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure)
     print(table)
     print()
     print(type_table)
+    print()
+    print(mech_table)
     return 0
 
 
