@@ -119,3 +119,88 @@ def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, ca
     assert f"gt{os.getpid()}" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
     assert not any(p.name.startswith(prefix) for p in Path("/sys/fs/cgroup/cpu").glob("*"))
     assert "light5" in summarize(ds)
+
+
+# ---- the live rules (testbed/placement.py) against what the simulator's rules do ----------
+
+
+def _live(scheduler: str, users: int = 3, seed: int = 0, user_memory: float = 900.0):
+    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.testbed.placement import LiveScheduler
+
+    cfg = load_config(EXAMPLE)
+    server = np.array([200.0, 200.0, 100.0, 2500.0, 3000.0])
+    user = np.array([20.0, 20.0, 15.0, user_memory, 1000.0])
+    return LiveScheduler(scheduler, load_bundle(cfg.model), server, user, users, np.random.default_rng(seed))
+
+
+def _request(sc, rid: int, user: int, k: int, start: int):
+    from gmm_volunteer.testbed.placement import Request, Slot
+
+    sc.requests[rid] = Request(rid, user, k, start, [Slot(rid, p, j) for p, j in enumerate(sc.task_sub[k])])
+    return sc.requests[rid]
+
+
+def test_centralized_places_on_the_server_oldest_first_while_its_memory_estimate_fits():
+    sc = _live("centralized")
+    for u in range(1, 4):
+        sc.nodes[u].online = True
+    assert sc.downloads() == []  # centralized starts no subtask-data download
+    old = _request(sc, 0, 2, 3, start=0)
+    new = _request(sc, 1, 1, 3, start=1)
+    sc.nodes[0].alloc[3] = sc.mem(sc.task_sub[3][0], 5) + sc.mem(sc.task_sub[3][1], 5) + 1.0
+    batches = sc.place(t=1)
+    assert {b.node for b in batches} == {0}
+    assert all(s.node == 0 for s in old.slots)  # the oldest request is served first
+    assert all(s.node < 0 for s in new.slots)  # then the memory estimate is full
+    assert sc.free_memory(0) >= 0
+    # same-type subtasks placed on a node in one step form one batch (paper 2.2)
+    assert sorted(len(b.members) for b in batches) == [5, 5]
+
+
+def test_uniform_places_only_on_online_holders_of_the_data_or_the_server():
+    sc = _live("uniform", users=3, seed=1)
+    j = sc.task_sub[0][0]
+    sc.nodes[1].online, sc.nodes[1].ready = True, {j}
+    sc.nodes[2].online, sc.nodes[2].ready = False, {j}  # offline: not a candidate
+    sc.nodes[3].online = True  # online without the data: not a candidate
+    seen = set()
+    for rid in range(40):
+        r = _request(sc, rid, 1 + rid % 3, 0, start=rid)
+        sc.place(t=rid)
+        seen |= {s.node for s in r.slots if s.j == j}
+        sc.cancel(r)
+    assert seen == {0, 1}
+    assert sc.nodes[1].committed == pytest.approx(0.0) and sc.nodes[0].committed == pytest.approx(0.0)
+
+
+def test_uniform_downloads_one_missing_model_that_fits_and_resumes_a_paused_one():
+    sc = _live("uniform", users=2, seed=2)
+    sc.nodes[1].online = True
+    sc.nodes[1].alloc[4] = 50.0  # storage for the small models only
+    started = sc.downloads()
+    assert len(started) == 1 and started[0][0] == 1
+    j = started[0][1]
+    assert sc.data_mb[j] <= 50.0 and j in sc.requested
+    assert sc.downloads() == []  # one download at a time per node
+    sc.reset_node(1)  # offline mid-download: it pauses
+    assert j in sc.nodes[1].paused and sc.nodes[1].committed == pytest.approx(0.0)
+    sc.nodes[1].online = True
+    assert sc.downloads() == [(1, j)]  # and resumes first
+    sc.end_download(1, j, ok=True)
+    assert j in sc.nodes[1].ready
+
+
+def test_a_node_going_offline_returns_its_unfinished_subtasks_to_the_queue():
+    sc = _live("uniform", users=1, seed=3)
+    sc.nodes[1].online = True
+    sc.nodes[1].ready = set(range(len(sc.names)))
+    sc.nodes[0].alloc[3] = 0.0  # the server has no room: everything goes to the volunteer
+    r = _request(sc, 0, 1, 1, start=0)
+    sc.place(t=0)
+    assert all(s.node == 1 for s in r.slots)
+    r.slots[0].done = True
+    sc.release(r.slots[0])
+    reset = sc.reset_node(1)
+    assert len(reset) == len(r.slots) - 1 and all(s.node == -1 for s in reset)
+    assert r.slots[0].done and sc.nodes[1].committed == pytest.approx(0.0)
