@@ -196,14 +196,44 @@ def _figure(curves, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _write_results(args, tables: dict) -> None:
+    """The tables as result files, their header from what the testbed stores recorded."""
+    import shlex
+
+    from gmm_volunteer.io import resultfile
+    from gmm_volunteer.io.results import open_result
+
+    first = open_result(sorted(args.results.glob(f"{args.configs[0].stem}-seed*.zarr"))[0])
+    attrs = first.attrs
+    command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:])
+    for suffix, (table, what) in tables.items():
+        resultfile.write(
+            Path(f"{args.result_files}{suffix}.md"), table, command=command,
+            bundles={resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]},
+            gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
+            title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
+            note=f"testbed: the stores in {args.results} (gmmv testbed, seeds 1-3); simulator: "
+                 f"{args.sim_seeds} seeds from 1000 on the same configs. Cells: testbed [min, max "
+                 "over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - testbed) / testbed); "
+                 "latencies of completed requests pooled over the runs.")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path)
     p.add_argument("configs", type=Path, nargs="+")
     p.add_argument("--sim-seeds", type=int, default=50)
     p.add_argument("--figure", type=Path)
+    p.add_argument("--result-files", metavar="PREFIX", type=Path,
+                   help="also write the tables as committed result files PREFIX.md, PREFIX-types.md, "
+                        "PREFIX-mechanisms.md (docs/results/README.md)")
+    p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
     args = p.parse_args(argv)
     table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure)
+    if args.result_files is not None:
+        _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
+                              "-mechanisms": (mech_table, "where the time goes")})
     print(table)
     print()
     print(type_table)
