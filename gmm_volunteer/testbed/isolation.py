@@ -150,6 +150,23 @@ class Cgroup:
                     time.sleep(0.05)
 
 
+def free_subnet(wanted: str | None) -> str:
+    """`wanted` ("a.b"), or the first 10.231 ... 10.254 no address on this machine is in;
+    IsolationError if `wanted` is in use (another testbed running: its links would clash)."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    used = {".".join(f.split("/")[0].split(".")[:2]) for line in out.splitlines()
+            for f in line.split() if f.count(".") == 3 and "/" in f}
+    if wanted is not None:
+        if wanted in used:
+            raise IsolationError(f"testbed.subnet {wanted}: addresses of {wanted}.0.0/16 are in use "
+                                 "on this machine (another testbed?); choose another or leave it null")
+        return wanted
+    for b in range(231, 255):
+        if f"10.{b}" not in used:
+            return f"10.{b}"
+    raise IsolationError("no free subnet among 10.231 ... 10.254 for the volunteers' links")
+
+
 def _sh(*cmd: str) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

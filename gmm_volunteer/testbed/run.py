@@ -30,7 +30,7 @@ from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
-from gmm_volunteer.testbed.isolation import IsolationError, Resources, cgroup_version
+from gmm_volunteer.testbed.isolation import IsolationError, Resources, cgroup_version, free_subnet
 
 MB = 1e6  # the model's MB (constants.RESOURCE_UNITS); memory limits are set in bytes
 
@@ -51,7 +51,7 @@ def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
         "model": str(cfg.model), "entropy": entropy, "users": cfg.users.count, "steps": cfg.steps,
         "scheduler": cfg.scheduler, "server_max": server_max.tolist(), "user_max": user_max.tolist(),
         "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
-        "inputs_per_type": tb.inputs_per_type,
+        "inputs_per_type": tb.inputs_per_type, "execution": tb.execution,
         "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),
         "type_probabilities": list(cfg.requests.type_probabilities),
         "laws": {"online": cfg.availability.online.law().tolist(),
@@ -97,7 +97,8 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
     try:
         cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
         cgs = [res.cgroup(version, f"u{v}", user_max[CPU], int(user_max[MEMORY] * MB)) for v in range(1, n + 1)]
-        links = [res.link(v, tb.subnet, user_max[BAND_IN], user_max[BAND_OUT], tb.link_delay_ms)
+        subnet = free_subnet(tb.subnet)
+        links = [res.link(v, subnet, user_max[BAND_IN], user_max[BAND_OUT], tb.link_delay_ms)
                  for v in range(1, n + 1)]
         port = _free_port()
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -119,9 +120,13 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                 stdout=open(workdir / f"device{v}.log", "wb"), stderr=subprocess.STDOUT)))
         while _status(port)["hello"] < n:
             dead = [i for i, p in enumerate(procs) if p.poll() is not None]
-            if dead or time.time() > deadline:
-                raise TestbedError(f"processes {dead or 'still starting'} did not come up in "
-                                   f"{tb.startup_timeout_s:g} s (logs in {workdir})")
+            if dead:
+                names = ["the server" if i == 0 else f"device {i}" for i in dead]
+                raise TestbedError(f"{', '.join(names)} exited while starting (see its log in {workdir}; "
+                                   "set testbed.workdir to keep the logs)")
+            if time.time() > deadline:
+                raise TestbedError(f"not every process was up after {tb.startup_timeout_s:g} s "
+                                   f"(testbed.startup_timeout_s; logs in {workdir})")
             time.sleep(0.2)
         t0 = time.time() + 1.0
         write_start(workdir, t0, cfg.steps)

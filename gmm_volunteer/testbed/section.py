@@ -4,6 +4,8 @@ testbed reads. A leaf module, so that the run config's loader can check the sect
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 SECTION = "testbed"
@@ -25,6 +27,12 @@ class Testbed(BaseModel):
     # CPU quota are slow).
     startup_timeout_s: float = Field(180.0, gt=0.0, le=3600.0)
     # Private /16 for the volunteers' links, as "a.b"; volunteer i gets a.b.(i>>6).(4*(i&63)+1..2).
-    subnet: str = Field("10.231", pattern=r"^(10\.\d{1,3}|192\.168|172\.(1[6-9]|2\d|3[01]))$")
+    # null: the first of 10.231 ... 10.254 with no address on this machine, so that
+    # testbeds running at once never share addresses.
+    subnet: str | None = Field(None, pattern=r"^(10\.\d{1,3}|192\.168|172\.(1[6-9]|2\d|3[01]))$")
+    # How a node runs the batches placed on it: "serial", one at a time in placement order
+    # (a runtime with one worker); "shared", all at once, sharing the node's CPU quota by
+    # the kernel's scheduler (the model's processor sharing, docs/model.md).
+    execution: Literal["serial", "shared"] = "serial"
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None

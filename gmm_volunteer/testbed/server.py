@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from gmm_volunteer.model.constants import (
     EV_CANCEL, EV_COMPLETE, EV_RESET, EV_START, OUT_ABANDONED, OUT_COMPLETED, OUT_DROPPED, EVENTS,
 )
 from gmm_volunteer.testbed.clock import Clock, wait_start
+from gmm_volunteer.testbed.device import MAX_SHARED, timed_batch
 from gmm_volunteer.testbed.placement import SERVER, LiveScheduler, Request, Slot
 
 POLL_S = 2.0  # longest wait of a volunteer's poll for instructions
@@ -54,7 +54,9 @@ class Server:
                          for n in names}
         self.inputs = {n: [models.make_input(n, g_inputs) for _ in range(spec["inputs_per_type"])] for n in names}
         self.run_batch = models.run_batch
-        self.pool = ThreadPoolExecutor(1)  # the server runs one batch at a time
+        self.shared = spec.get("execution", "serial") == "shared"
+        self.pool = ThreadPoolExecutor(MAX_SHARED if self.shared else 1)
+        self.per_thread = self.shared and spec["server_threads"] == 1
         self.queue: asyncio.Queue = asyncio.Queue()
         self.outbox = {v: [] for v in range(1, spec["users"] + 1)}
         self.wake = {v: asyncio.Event() for v in self.outbox}
@@ -111,25 +113,34 @@ class Server:
                                        "slots": [[s.rid, s.p] for s in b.members if not s.done]})
 
     async def executor(self) -> None:
-        """Run the server's batches, one at a time, in the order they were placed."""
-        loop = asyncio.get_running_loop()
+        """Run the server's batches in the order they were placed: one at a time
+        (execution: serial) or each at once on its own thread (shared)."""
+        running: set[asyncio.Task] = set()
         while True:
             bid = await self.queue.get()
-            b = self.sched.batches.get(bid)
-            live = [s for s in (b.members if b else []) if not s.done and s.node == SERVER]
-            if not live:
-                continue
-            name = self.sched.names[b.j]
-            blobs = [self.inputs[name][s.rid % len(self.inputs[name])] for s in live]
-            c0 = time.process_time()
-            await loop.run_in_executor(self.pool, self.run_batch, name, self.sessions[name], blobs)
-            cpu = time.process_time() - c0
-            t = self.now()
-            self.work[t, 0] += cpu
-            for s in live:
-                if s.node == SERVER and not s.done:  # not cancelled meanwhile
-                    self.accept(s)
-                    self.events[t, 0, EV_COMPLETE] += 1
+            if self.shared:
+                task = asyncio.create_task(self.execute(bid))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            else:
+                await self.execute(bid)
+
+    async def execute(self, bid: int) -> None:
+        b = self.sched.batches.get(bid)
+        live = [s for s in (b.members if b else []) if not s.done and s.node == SERVER]
+        if not live:
+            return
+        name = self.sched.names[b.j]
+        blobs = [self.inputs[name][s.rid % len(self.inputs[name])] for s in live]
+        loop = asyncio.get_running_loop()
+        _, cpu = await loop.run_in_executor(self.pool, timed_batch, self.run_batch, name, self.sessions[name],
+                                            blobs, self.per_thread)
+        t = self.now()
+        self.work[t, 0] += cpu
+        for s in live:
+            if s.node == SERVER and not s.done:  # not cancelled meanwhile
+                self.accept(s)
+                self.events[t, 0, EV_COMPLETE] += 1
 
     def accept(self, s: Slot) -> None:
         s.done = True
