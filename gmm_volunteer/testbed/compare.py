@@ -53,14 +53,14 @@ def _latency_stats(lat: np.ndarray) -> list[float]:
     return [float(lat.mean())] + [float(q) for q in np.quantile(lat, QUANTILES)]
 
 
-def _simulate(config: Path, seeds) -> list:
+def _simulate(config: Path, seeds, overrides=()) -> list:
     from gmm_volunteer.io.results import build_dataset
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.testbed.config import load_testbed
 
     out = []
     for s in seeds:
-        cfg, _ = load_testbed(config, [f"seed={s}"])
+        cfg, _ = load_testbed(config, [*overrides, f"seed={s}"])
         out.append(build_dataset(simulate(cfg, progress=False)))
     return out
 
@@ -84,7 +84,8 @@ def _per_run_latency(datasets) -> np.ndarray:
                      for d in datasets])
 
 
-def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None):
+def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
+            sim_overrides=()):
     from gmm_volunteer.io.results import open_result
 
     rows, type_rows, curves, mech_rows = [], [], [], []
@@ -94,7 +95,7 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
             print(f"{config.stem}: no testbed stores in {results}", file=sys.stderr)
             continue
         tb_ds = [open_result(p) for p in stores]
-        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds))
+        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
         tb, sim = _stats(tb_ds), _stats(sim_ds)
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
@@ -210,14 +211,21 @@ def _write_results(args, tables: dict) -> None:
     attrs = first.attrs
     command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
+    bundles = {resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]}
+    for o in args.sim_set:  # a bundle the simulator ran instead
+        key, _, value = o.partition("=")
+        if key == "model":
+            from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+
+            bundles[value] = bundle_digest(load_bundle(value))
     for suffix, (table, what) in tables.items():
         resultfile.write(
-            Path(f"{args.result_files}{suffix}.md"), table, command=command,
-            bundles={resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]},
+            Path(f"{args.result_files}{suffix}.md"), table, command=command, bundles=bundles,
             gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
             note=f"testbed: the stores in {args.results} (gmmv testbed, seeds 1-3); simulator: "
-                 f"{args.sim_seeds} seeds from 1000 on the same configs. Cells: testbed [min, max "
+                 f"{args.sim_seeds} seeds from 1000 on the same configs"
+                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". Cells: testbed [min, max "
                  "over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - testbed) / testbed); "
                  "latencies of completed requests pooled over the runs.")
 
@@ -228,12 +236,14 @@ def main(argv=None) -> int:
     p.add_argument("configs", type=Path, nargs="+")
     p.add_argument("--sim-seeds", type=int, default=50)
     p.add_argument("--figure", type=Path)
+    p.add_argument("--sim-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key for the simulator only, e.g. model=DIR (repeatable)")
     p.add_argument("--result-files", metavar="PREFIX", type=Path,
                    help="also write the tables as committed result files PREFIX.md, PREFIX-types.md, "
                         "PREFIX-mechanisms.md (docs/results/README.md)")
     p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
     args = p.parse_args(argv)
-    table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure)
+    table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure, args.sim_set)
     if args.result_files is not None:
         _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
                               "-mechanisms": (mech_table, "where the time goes")})
