@@ -204,3 +204,13 @@ def test_a_node_going_offline_returns_its_unfinished_subtasks_to_the_queue():
     reset = sc.reset_node(1)
     assert len(reset) == len(r.slots) - 1 and all(s.node == -1 for s in reset)
     assert r.slots[0].done and sc.nodes[1].committed == pytest.approx(0.0)
+
+
+def test_help_and_a_machine_that_cannot_host_it(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as info:
+        main(["testbed", "--help"])
+    assert info.value.code == 0 and "cgroup" in capsys.readouterr().out
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # not root: nothing is made, exit 1
+    assert main(["testbed", str(_small(tmp_path)), "-o", str(tmp_path / "x.zarr")]) == 1
+    assert "needs root" in capsys.readouterr().err
+    assert not (tmp_path / "x.zarr").exists()
