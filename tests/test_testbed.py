@@ -110,9 +110,12 @@ def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, ca
     # limits: no process killed, memory never above its limit, CPU never above its quota
     assert acc["limits"]["oom_kills"] == [0] * 4
     assert (ds.node_memory_peak <= ds.node_memory_limit).all()
-    cpu = ds.node_cpu.values  # % per 1 s window, sampled: a window may catch one more CFS period
-    assert (cpu <= 1.15 * ds.node_cpu_limit.values + 2.0).all(), cpu.max(axis=0)
-    assert (cpu.mean(axis=0) <= ds.node_cpu_limit.values * 1.02).all()
+    # CPU, % per 1 s window as sampled: a window may hold one CFS period (0.1 s) more than
+    # 1 s, so up to 1.1x the quota, plus the sampler's jitter; over 5 s windows, 1.02x
+    cpu, limit = ds.node_cpu.values, ds.node_cpu_limit.values
+    assert (cpu <= 1.2 * limit + 1.0).all(), cpu.max(axis=0)
+    five = cpu[: cpu.shape[0] // 5 * 5].reshape(-1, 5, cpu.shape[1]).mean(axis=1)
+    assert (five <= 1.05 * limit + 0.5).all(), five.max(axis=0)
     # nothing the run made is left behind
     prefix = f"gmmvtb{os.getpid()}"
     assert prefix not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
