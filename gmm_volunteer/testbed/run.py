@@ -135,7 +135,9 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
         while any(p.poll() is None for p in procs) and time.time() < deadline:
             time.sleep(0.1)
         if not (workdir / "server.json").exists():
-            raise TestbedError(f"the server wrote no log (see {workdir / 'server.log'})")
+            why = " (killed for memory: its cgroup's limit was reached)" if cg_server.oom_kills() else ""
+            raise TestbedError(f"the server wrote no log{why}; see {workdir / 'server.log'} "
+                               "(set testbed.workdir to keep it)")
         log = json.loads((workdir / "server.json").read_text())
         devices = [json.loads(p.read_text()) for p in sorted(workdir.glob("device*.json"))]
         limits = {"cpu_percent": [cg_server.cpu_percent] + [c.cpu_percent for c in cgs],
