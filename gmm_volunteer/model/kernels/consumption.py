@@ -111,28 +111,6 @@ def _level(S, P, stage, v, size):
     return S.alloc[v, BAND_OUT]
 
 
-@kernel
-def _node_totals(S):
-    """Per-node sums of the active batches and the running downloads (nd_cons)."""
-    nd_cons, touched = S.nd_cons, S.nd_touched
-    for k in range(S.n_touched[0]):
-        v = touched[k]
-        for r in range(N_CRES):
-            nd_cons[v, r] = 0.0
-    b_list, b_node, b_cons = S.b_list, S.b_node, S.b_cons
-    for k in range(S.n_b[0]):
-        b = b_list[k]
-        v = b_node[b]
-        for r in range(N_CRES):
-            nd_cons[v, r] += b_cons[b, r]
-    dl_run, dl_node, dl_cons = S.dl_run, S.dl_node, S.dl_cons
-    for k in range(S.n_dlrun[0]):
-        d = dl_run[k]
-        v = dl_node[d]
-        for r in range(N_CRES):
-            nd_cons[v, r] += dl_cons[d, r]
-
-
 @njit(cache=True, inline="always")
 def _scale(cons, a, v, S, g_in, g_out):
     """Apply node factors (and, for user transfers, the server-side ones) to row a."""
@@ -250,7 +228,10 @@ def step_consumption(S, P, t):
     nrm = S.cs_normals
     fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
     at = 0
-    b_h, b_cons, sub_type = S.b_h, S.b_cons, P.sub_type
+    # Each sample is added to its node's total as it is drawn (`_touch` zeroes a node's
+    # total when the step first meets it): the same sums, in the same order, as a pass
+    # over the batches and then the downloads after the sampling.
+    b_h, b_cons, sub_type, nd_cons = S.b_h, S.b_cons, P.sub_type, S.nd_cons
     for k in range(S.n_b[0]):
         b = b_list[k]
         v = b_node[b]
@@ -258,14 +239,17 @@ def step_consumption(S, P, t):
         stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
         level = _level(S, P, stage, v, b_size[b])
         at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_h, b, t - b_born[b], b_cons, w)
+        for r in range(N_CRES):
+            nd_cons[v, r] += b_cons[b, r]
     for k in range(n_run):
         d = dl_run[k]
         v = dl_node[d]
         _touch(S, v, t)
         level = _level(S, P, STAGE_DATA, v, 1)
         at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
     S.n_dlrun[0] = n_run
-    _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
     # is the node's virtual time (cpu_share_time), the share of a consumer that does not
     # finish inside the step.
@@ -283,6 +267,12 @@ def step_consumption(S, P, t):
     # User downloads come from the server's outbound link, uploads go to its inbound one.
     g_in = S.alloc[0, BAND_OUT] / u_in if u_in > S.alloc[0, BAND_OUT] else 1.0
     g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
+    # The node totals of what is used, added as each consumer's use is settled
+    # (batches, then downloads, as the samples were).
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for r in range(N_CRES):
+            nd_cons[v, r] = 0.0
     for k in range(S.n_b[0]):
         b = b_list[k]
         v = b_node[b]
@@ -304,14 +294,18 @@ def step_consumption(S, P, t):
             S.b_done[b] += (1.0 - S.b_done[b]) * b_cons[b, r] / need
         if ph == EXECUTION:
             S.nd_work[v] += b_cons[b, CPU] / 100.0
+        for r in range(N_CRES):
+            nd_cons[v, r] += b_cons[b, r]
     for k in range(n_run):
         d = dl_run[k]
-        _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
+        v = dl_node[d]
+        _scale(dl_cons, d, v, S, g_in, g_out)
         # A download that completes uses only the missing bytes.
-        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[dl_node[d], dl_sub[d]])
+        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[v, dl_sub[d]])
         if dl_cons[d, BAND_IN] > missing:
             dl_cons[d, BAND_IN] = missing
-    _node_totals(S)
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
     # Record c_t before the executor acts (paper 3.2, Fig. 4).
     ucons = np.zeros(N_CRES)
     for k in range(S.n_touched[0]):
