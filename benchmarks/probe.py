@@ -23,7 +23,8 @@ weights, the binary timer heaps):
    tokens for stale timers).
 3. **Allocations.** The ARMA of every resource for every online user and the server,
    innovations drawn as one block, rows dense and contiguous per lag (the layout of
-   `kernels/allocation.py`), inverse Yeo-Johnson, clipped fraction of the maximum.
+   `kernels/allocation.py`), inverse Yeo-Johnson, clipped fraction of the maximum, written
+   to a dense row per online user (not scattered by user id).
 4. **Consumption.** One consumption sample per online user per step: the ARMA of every
    modelled resource of a stage, its innovations drawn as one block, the statistics
    interpolated (IDW) at the sample's level or looked up by batch size, inverse
@@ -31,7 +32,9 @@ weights, the binary timer heaps):
    download, execution, upload), so the four stages' models are all exercised; the
    sums of the step go to a per-step record, as the simulator records c_t.
 
-So the probe's work is set by the population and the model alone, not by what the
+Every array is bound once outside the loops (numba counts references on each read of a
+structure's array in a loop, which costs more than this arithmetic). So the probe's work
+is set by the population and the model alone, not by what the
 schedulers make the users do: a run with fewer consumers than online users (the
 corrected workload keeps most online users idle) can come under it, one with more
 (every online user downloading at start-up) above it. What it leaves out is what the
@@ -50,13 +53,13 @@ import time
 import numpy as np
 from numba import njit
 
-from gmm_volunteer.model.kernels.arma import arma_next, arma_value, idw_weights, yeo_johnson_inverse
+from gmm_volunteer.model.kernels.arma import arma_value, yeo_johnson_inverse
 from gmm_volunteer.model.kernels.heap import heap_pop, heap_push
 from gmm_volunteer.model.laws import MAX_DURATION, discrete_duration
-from gmm_volunteer.model.params import LEVEL_BAND_IN, LEVEL_BAND_OUT, LEVEL_BATCH, MAX_BATCH_TABLE, N_CRES, N_RES
+from gmm_volunteer.model.params import LEVEL_BAND_IN, LEVEL_BAND_OUT, LEVEL_BATCH, N_CRES, N_RES
 from gmm_volunteer.model.rng import (
     KEY_AVAILABILITY, KEY_PATIENCE, KEY_REQUEST_TYPE, KEY_THINK, STREAM_ALLOCATION,
-    STREAM_CONSUMPTION, fill_normals, keyed_uniform, normal)
+    STREAM_CONSUMPTION, fill_normals, keyed_uniform)
 
 MARKER = "BENCH_JSON "
 N_STAGES = 4
@@ -69,27 +72,45 @@ def _duration(key, component, law, entity, counter):
     return discrete_duration(np.int64(law[0]), law[1], law[2], u1, u2)
 
 
-@njit(cache=True, inline="always")
-def _alloc_row(P, al_y, al_e, alloc, rng, row, t):
-    """One scalar ARMA step of every resource of a row (the burn-in of a restart)."""
-    for r in range(N_RES):
-        eps = P.al_sigma[r] * normal(rng, STREAM_ALLOCATION)
-        z = eps
-        py, qe = P.al_p[r] + 1, P.al_q[r] + 1
-        for i in range(P.al_p[r]):
-            z += P.al_ar[r, i] * al_y[P.al_yoff[r] + (t - 1 - i) % py, row]
-        for j in range(P.al_q[r]):
-            z += P.al_ma[r, j] * al_e[P.al_eoff[r] + (t - 1 - j) % qe, row]
-        al_y[P.al_yoff[r] + t % py, row] = z
-        al_e[P.al_eoff[r] + t % qe, row] = eps
+@njit(cache=True)
+def _burn_in(P, al_y, al_e, rng, row, t):
+    """The burn-in draws of a restarted allocation history (innovations as one block)."""
+    nb = P.burn_in
+    if nb <= 0:
+        return
+    raw = np.empty(nb * N_RES)
+    fill_normals(rng, STREAM_ALLOCATION, raw, nb * N_RES)
+    al_p, al_q, al_ar, al_ma, al_sigma, al_yoff, al_eoff = P.al_p, P.al_q, P.al_ar, P.al_ma, P.al_sigma, P.al_yoff, P.al_eoff
+    for b in range(nb):
+        tb = t - nb + b
+        for r in range(N_RES):
+            py, qe = al_p[r] + 1, al_q[r] + 1
+            eps = al_sigma[r] * raw[b * N_RES + r]
+            z = eps
+            for i in range(al_p[r]):
+                z += al_ar[r, i] * al_y[al_yoff[r] + (tb - 1 - i) % py, row]
+            for j in range(al_q[r]):
+                z += al_ma[r, j] * al_e[al_eoff[r] + (tb - 1 - j) % qe, row]
+            al_y[al_yoff[r] + tb % py, row] = z
+            al_e[al_eoff[r] + tb % qe, row] = eps
 
 
 @njit(cache=True)
 def probe_steps(P, key, rng, st, t0, t1):
-    """Steps t0..t1-1 of the probe; `st` holds its arrays (see `probe_state`)."""
+    """Steps t0..t1-1 of the probe; `st` holds its arrays (see `probe_state`). Every
+    array is bound once, outside the loops (numba counts references on each read of a
+    structure's array and on each array passed to a call: in a loop that costs more than
+    the arithmetic)."""
     (online, on_list, on_pos, n_on, ah_t, ah_v, ah_n, rh_t, rh_v, rh_tok, rh_n, rq_tok,
      rq_active, av_count, rq_count, al_y, al_e, alloc, cs_h, cs_out, nrm, rec) = st
     w = np.empty(P.levels.shape[1])
+    on_law, off_law, think_law, patience_law, n_task = P.on_law, P.off_law, P.think_law, P.patience_law, P.n_task
+    al_p, al_q, al_ar, al_ma, al_sigma, al_yoff, al_eoff = P.al_p, P.al_q, P.al_ar, P.al_ma, P.al_sigma, P.al_yoff, P.al_eoff
+    al_const, al_mean, al_sd, al_zm, al_zsd, al_lam, amax = P.al_const, P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam, P.amax
+    n_levels, knots, level_kind, st_mean, st_sd, has = P.n_levels, P.levels, P.level_kind, P.st_mean, P.st_sd, P.cs_has
+    cs_ar, cs_ma, bt_mean, bt_sd, cs_sigma, cs_p, cs_q = P.cs_ar, P.cs_ma, P.bt_mean, P.bt_sd, P.cs_sigma, P.cs_p, P.cs_q
+    cs_yoff, cs_ymask, cs_eoff, cs_emask = P.cs_yoff, P.cs_ymask, P.cs_eoff, P.cs_emask
+    cs_zm, cs_zsd, cs_lam, idw_power = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power
     for t in range(t0, t1):
         # 1. availability events
         while ah_n[0] > 0 and ah_t[0] <= t:
@@ -109,7 +130,7 @@ def probe_steps(P, key, rng, st, t0, t1):
                 n_on[0] -= 1
                 on_pos[i] = -1
                 rq_tok[i] += 1
-                d = _duration(key, KEY_AVAILABILITY, P.off_law, i, n)
+                d = _duration(key, KEY_AVAILABILITY, off_law, i, n)
             else:
                 online[i] = 1
                 on_pos[i] = n_on[0]
@@ -118,14 +139,13 @@ def probe_steps(P, key, rng, st, t0, t1):
                 row = n_on[0]
                 al_y[:, row] = 0.0
                 al_e[:, row] = 0.0
-                for b in range(P.burn_in):
-                    _alloc_row(P, al_y, al_e, alloc, rng, row, t - P.burn_in + b)
+                _burn_in(P, al_y, al_e, rng, row, t)
                 rq_active[i] = 0
-                dd = _duration(key, KEY_THINK, P.think_law, i, rq_count[i])
+                dd = _duration(key, KEY_THINK, think_law, i, rq_count[i])
                 rq_tok[i] += 1
                 if dd < MAX_DURATION:
                     heap_push(rh_t, rh_v, rh_tok, rh_n, t + dd, i, rq_tok[i])
-                d = _duration(key, KEY_AVAILABILITY, P.on_law, i, n)
+                d = _duration(key, KEY_AVAILABILITY, on_law, i, n)
             if d < MAX_DURATION:
                 heap_push(ah_t, ah_v, ah_t, ah_n, t + d, i, t + d)
         # 2. request events: think time ends in a request, patience in the next think
@@ -137,84 +157,105 @@ def probe_steps(P, key, rng, st, t0, t1):
             if rq_active[i] == 0:
                 rq_count[i] = c + 1
                 u = keyed_uniform(key, KEY_REQUEST_TYPE, i, c, 0)
-                rq_active[i] = 1 + np.int64(u * P.n_task)
-                d = _duration(key, KEY_PATIENCE, P.patience_law, i, c)
+                rq_active[i] = 1 + np.int64(u * n_task)
+                d = _duration(key, KEY_PATIENCE, patience_law, i, c)
             else:
                 rq_active[i] = 0
-                d = _duration(key, KEY_THINK, P.think_law, i, c)
+                d = _duration(key, KEY_THINK, think_law, i, c)
             rq_tok[i] += 1
             if d < MAX_DURATION:
                 heap_push(rh_t, rh_v, rh_tok, rh_n, t + d, i, rq_tok[i])
         # 3. allocations: rows 0 (server, unless constant) .. n_on
         n = n_on[0] + 1
-        lo = 1 if P.al_const[0] else 0
-        hi = 1 if P.al_const[1] else n
+        lo = 1 if al_const[0] else 0
+        hi = 1 if al_const[1] else n
         if hi > lo:
             fill_normals(rng, STREAM_ALLOCATION, nrm, (hi - lo) * N_RES)
         for r in range(N_RES):
-            sigma = P.al_sigma[r]
-            py, qe = P.al_p[r] + 1, P.al_q[r] + 1
-            yw = al_y[P.al_yoff[r] + t % py]
-            ew = al_e[P.al_eoff[r] + t % qe]
+            sigma = al_sigma[r]
+            py, qe = al_p[r] + 1, al_q[r] + 1
+            yw = al_y[al_yoff[r] + t % py]
+            ew = al_e[al_eoff[r] + t % qe]
             for row in range(lo, hi):
                 ew[row] = sigma * nrm[(row - lo) * N_RES + r]
                 yw[row] = ew[row]
-            for i in range(P.al_p[r]):
-                c, yl = P.al_ar[r, i], al_y[P.al_yoff[r] + (t - 1 - i) % py]
+            for i in range(al_p[r]):
+                c, yl = al_ar[r, i], al_y[al_yoff[r] + (t - 1 - i) % py]
                 for row in range(lo, hi):
                     yw[row] += c * yl[row]
-            for j in range(P.al_q[r]):
-                c, el = P.al_ma[r, j], al_e[P.al_eoff[r] + (t - 1 - j) % qe]
+            for j in range(al_q[r]):
+                c, el = al_ma[r, j], al_e[al_eoff[r] + (t - 1 - j) % qe]
                 for row in range(lo, hi):
                     yw[row] += c * el[row]
         for row in range(n):
             cls = 0 if row == 0 else 1
             for r in range(N_RES):
-                py = P.al_p[r] + 1
-                if P.al_const[cls]:
-                    f = P.al_mean[cls, r]
+                if al_const[cls]:
+                    f = al_mean[cls, r]
                 else:
-                    z = al_y[P.al_yoff[r] + t % py, row]
-                    f = P.al_mean[cls, r] + P.al_sd[cls, r] * yeo_johnson_inverse(
-                        P.al_zm[r] + P.al_zsd[r] * z, P.al_lam[r])
-                alloc[row, r] = min(max(f, 0.0), 1.0) * P.amax[cls, r]
+                    z = al_y[al_yoff[r] + t % (al_p[r] + 1), row]
+                    f = al_mean[cls, r] + al_sd[cls, r] * yeo_johnson_inverse(al_zm[r] + al_zsd[r] * z, al_lam[r])
+                alloc[row, r] = min(max(f, 0.0), 1.0) * amax[cls, r]
         # 4. consumption: one sample per online user, stage row % 4
         m = n - 1
         fill_normals(rng, STREAM_CONSUMPTION, nrm, m * N_CRES)
         at = 0
-        tot = rec[t]
         for row in range(1, n):
             stage = row % N_STAGES
-            kind = P.level_kind[stage]
-            nl = P.n_levels[stage]
-            tab = kind == LEVEL_BATCH and MAX_BATCH_TABLE >= 1
+            kind = level_kind[stage]
+            nl = n_levels[stage]
+            tab = kind == LEVEL_BATCH
             band = 0 if kind == LEVEL_BAND_IN else (1 if kind == LEVEL_BAND_OUT else -1)
             level = alloc[row, band] if band >= 0 else 1.0
             if not tab:
-                q = min(max(level, P.levels[stage, 0]), P.levels[stage, nl - 1])
-                idw_weights(q, P.levels[stage], nl, P.idw_power, w)
+                q = min(max(level, knots[stage, 0]), knots[stage, nl - 1])
+                exact = -1
+                for i in range(nl):
+                    dq = abs(q - knots[stage, i])
+                    if dq < 1e-12:
+                        exact = i
+                        break
+                    w[i] = 1.0 / (dq * dq) if idw_power == 2.0 else 1.0 / dq**idw_power
+                if exact >= 0:
+                    for i in range(nl):
+                        w[i] = 0.0
+                    w[exact] = 1.0
+                else:
+                    sw = 0.0
+                    for i in range(nl):
+                        sw += w[i]
+                    for i in range(nl):
+                        w[i] /= sw
             for r in range(N_CRES):
-                if not P.cs_has[stage, r]:
+                if not has[stage, r]:
                     continue
                 mean = 0.0
                 sd = 0.0
                 if tab:
-                    mean = P.bt_mean[stage, 0, 1, r]
-                    sd = P.bt_sd[stage, 0, 1, r]
+                    mean = bt_mean[stage, 0, 1, r]
+                    sd = bt_sd[stage, 0, 1, r]
                 else:
                     for l in range(nl):
-                        mean += w[l] * P.st_mean[stage, 0, r, l]
-                        sd += w[l] * P.st_sd[stage, 0, r, l]
-                eps = P.cs_sigma[stage, r] * nrm[at]
+                        mean += w[l] * st_mean[stage, 0, r, l]
+                        sd += w[l] * st_sd[stage, 0, r, l]
+                eps = cs_sigma[stage, r] * nrm[at]
                 at += 1
-                z = arma_next(cs_h, row, t, P.cs_ar, P.cs_ma, stage, r, P.cs_p[stage, r], P.cs_q[stage, r],
-                              P.cs_yoff[stage, r], P.cs_ymask[stage, r], P.cs_eoff[stage, r],
-                              P.cs_emask[stage, r], eps)
-                val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
+                p, qq = cs_p[stage, r], cs_q[stage, r]
+                yo, ym, eo, em = cs_yoff[stage, r], cs_ymask[stage, r], cs_eoff[stage, r], cs_emask[stage, r]
+                z = eps
+                for i in range(p):
+                    z += cs_ar[stage, r, i] * cs_h[row, yo + ((t - 1 - i) & ym)]
+                for j in range(qq):
+                    z += cs_ma[stage, r, j] * cs_h[row, eo + ((t - 1 - j) & em)]
+                if p > 0:
+                    cs_h[row, yo + (t & ym)] = z
+                if qq > 0:
+                    cs_h[row, eo + (t & em)] = eps
+                val = arma_value(z, cs_zm[stage, r], cs_zsd[stage, r], cs_lam[stage, r], mean, sd)
                 val = val if val > 0.0 else 0.0
                 cs_out[row, r] = val
-                tot[r] += val
-        tot[N_CRES] = n_on[0]
+                rec[t, r] += val
+        rec[t, N_CRES] = n_on[0]
     return t1
 
 
@@ -271,8 +312,7 @@ def _init(P, key, rng, st, online0, next_change):
             on_pos[i] = n_on[0]
             on_list[n_on[0]] = i
             n_on[0] += 1
-            for b in range(P.burn_in):
-                _alloc_row(P, al_y, al_e, alloc, rng, n_on[0], b - P.burn_in)
+            _burn_in(P, al_y, al_e, rng, n_on[0], 0)
             d = _duration(key, KEY_THINK, P.think_law, i, 0)
             rq_tok[i] += 1
             if d < MAX_DURATION:

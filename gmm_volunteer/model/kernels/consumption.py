@@ -439,19 +439,22 @@ def step_completions(S, P, t):
     """Factors d^x, x and d^y, y: downloads accumulate, batches whose phase work is done
     advance (the work of a finished execution is counted in `ser_work`)."""
     # The downloads that ran in this step's consumption, latest in the list first.
+    dl_run = S.dl_run
     for k in range(S.n_dlrun[0] - 1, -1, -1):
-        accumulate_download(S, P, S.dl_run[k], t)
+        accumulate_download(S, P, dl_run[k], t)
     S.n_dlrun[0] = 0
     # Iterate backwards: a phase change never creates a batch (it transitions in place or
     # merges into one already visited), so a swap-remove only moves visited entries.
-    n0 = S.n_b[0]
+    # (Arrays bound once: no pool is replaced inside a step; see step_consumption.)
+    b_list, b_done, b_phase, b_node, b_age, n_b, ser_work = S.b_list, S.b_done, S.b_phase, S.b_node, S.b_age, S.n_b, S.ser_work
+    n0 = n_b[0]
     for k in range(n0 - 1, -1, -1):
-        if k >= S.n_b[0]:
+        if k >= n_b[0]:
             continue
-        b = S.b_list[k]
-        if S.b_done[b] >= 1.0:
-            if S.b_phase[b] == EXECUTION:
-                S.ser_work[t, 0 if S.b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
+        b = b_list[k]
+        if b_done[b] >= 1.0:
+            if b_phase[b] == EXECUTION:
+                ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
             batch_advance(S, P, b, t)
         else:
-            S.b_age[b] += 1
+            b_age[b] += 1
