@@ -621,11 +621,30 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(data)}")
 
+    if "testbed" in data:  # the live testbed's own section, read by `gmmv testbed` only
+        data = dict(data)
+        validate_testbed_section(data.pop("testbed"), source)  # a typo fails for `gmmv run` too
     parsed = dict(parse_override(o, source) for o in overrides)
     if isinstance(parsed.get("model"), str):
         parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)
     data = apply_overrides(data, parsed, source)
     return config_from_dict(data, source=source, base_dir=path.resolve().parent)
+
+
+def validate_testbed_section(section: Any, source: str = "<config>"):
+    """The `testbed:` section (docs/testbed.md) as a `testbed.section.Testbed`; a
+    ConfigError names ``testbed.<key>``."""
+    from gmm_volunteer.testbed.section import SECTION, Testbed
+
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{source}: {SECTION}: must be a mapping of testbed keys, got {_kind(section)}")
+    try:
+        return Testbed.model_validate(dict(section))
+    except ValidationError as exc:
+        text = _format_errors(exc, dict(section), source)
+        raise ConfigError(text.replace(f"{source}: ", f"{source}: {SECTION}.")) from None
 
 
 def config_from_dict(

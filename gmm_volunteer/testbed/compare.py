@@ -1,0 +1,259 @@
+"""The simulator's prediction error against the testbed (docs/validation.md section 6).
+
+For each case (a testbed config), the testbed's stores over a few seeds are compared with
+the simulator on the same config (the `testbed:` section is the simulator's to ignore)
+over many seeds: completed, abandoned and dropped requests per run, latency of completed
+requests (mean, P50, P95, P99; pooled over the runs, all types and per request type),
+and the server's CPU. Error = (simulator - testbed) / testbed.
+
+    python -m gmm_volunteer.testbed.compare RESULTS_DIR CONFIG... [--sim-seeds 50]
+        [--figure PATH] [-o RESULT_FILE]
+
+reads RESULTS_DIR/<config stem>-seed<s>.zarr (written by `gmmv testbed`), prints the
+tables, and writes the figure of the two latency distributions per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from gmm_volunteer.model.constants import CPU, OUTCOMES
+
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def _stats(datasets) -> dict:
+    """Per-run counts and pooled latencies of a list of result datasets."""
+    from gmm_volunteer.io import conventions
+
+    per_run = {o: [] for o in OUTCOMES}
+    cpu, lat, lat_type = [], [], []
+    for ds in datasets:
+        out = np.asarray(ds["request_outcome"].values)
+        for i, o in enumerate(OUTCOMES):
+            per_run[o].append(int((out == i).sum()))
+        done = out == 0
+        lat.append(np.asarray(ds["request_latency"].values)[done])
+        lat_type.append(np.asarray(ds[conventions.CODE].values)[done])
+        cpu.append(float(np.asarray(ds["server_consumption"].values)[:, CPU].mean()))
+    names = [str(v) for v in np.asarray(datasets[0][conventions.TYPE].values)]
+    return {"runs": len(datasets), "counts": {o: np.array(v) for o, v in per_run.items()},
+            "cpu": np.array(cpu), "latency": np.concatenate(lat), "type": np.concatenate(lat_type),
+            "names": names}
+
+
+def _latency_stats(lat: np.ndarray) -> list[float]:
+    if lat.size == 0:
+        return [float("nan")] * (1 + len(QUANTILES))
+    return [float(lat.mean())] + [float(q) for q in np.quantile(lat, QUANTILES)]
+
+
+def _simulate(config: Path, seeds, overrides=()) -> list:
+    from gmm_volunteer.io.results import build_dataset
+    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.testbed.config import load_testbed
+
+    out = []
+    for s in seeds:
+        cfg, _ = load_testbed(config, [*overrides, f"seed={s}"])
+        out.append(build_dataset(simulate(cfg, progress=False)))
+    return out
+
+
+def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
+    """``testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error)``."""
+    err = f"{(sim - tb) / tb * 100:+.0f} %" if tb else "no base"
+    f = f".{digits}f"
+
+    def rng(lo, hi):
+        return f" [{lo:{f}}, {hi:{f}}]" if np.isfinite(lo) else ""
+
+    tb_runs, sim_runs = np.asarray(tb_runs, float), np.asarray(sim_runs, float)
+    t = rng(np.nanmin(tb_runs), np.nanmax(tb_runs)) if np.isfinite(tb_runs).any() else ""
+    s = rng(*np.nanquantile(sim_runs, [0.05, 0.95])) if np.isfinite(sim_runs).any() else ""
+    return f"{tb:{f}}{t} / {sim:{f}}{s} ({err})"
+
+
+def _per_run_latency(datasets) -> np.ndarray:
+    return np.array([_latency_stats(np.asarray(d["request_latency"].values)[np.asarray(d["request_outcome"].values) == 0])
+                     for d in datasets])
+
+
+def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
+            sim_overrides=()):
+    from gmm_volunteer.io.results import open_result
+
+    rows, type_rows, curves, mech_rows = [], [], [], []
+    for config in configs:
+        stores = sorted(results.glob(f"{config.stem}-seed*.zarr"))
+        if not stores:
+            print(f"{config.stem}: no testbed stores in {results}", file=sys.stderr)
+            continue
+        tb_ds = [open_result(p) for p in stores]
+        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
+        tb, sim = _stats(tb_ds), _stats(sim_ds)
+        row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
+        for o in OUTCOMES:
+            c, cs = tb["counts"][o], sim["counts"][o]
+            row.append(_cell(c.mean(), c, cs.mean(), cs))
+        # latency: pooled over the runs; the ranges are of the per-run values
+        tb_runs, sim_runs = _per_run_latency(tb_ds), _per_run_latency(sim_ds)
+        for i, (t, s) in enumerate(zip(_latency_stats(tb["latency"]), _latency_stats(sim["latency"]))):
+            row.append(_cell(t, tb_runs[:, i], s, sim_runs[:, i]))
+        row.append(_cell(tb["cpu"].mean(), tb["cpu"], sim["cpu"].mean(), sim["cpu"]))
+        rows.append(row)
+        for k, name in enumerate(tb["names"]):
+            t = _latency_stats(tb["latency"][tb["type"] == k])
+            s = _latency_stats(sim["latency"][sim["type"] == k])
+            n_t, n_s = int((tb["type"] == k).sum()), int((sim["type"] == k).sum())
+            type_rows.append([config.stem, name, f"{n_t} / {n_s / sim['runs'] * tb['runs']:.0f}",
+                              _cell(t[0], [np.nan], s[0], [np.nan]), _cell(t[3], [np.nan], s[3], [np.nan])])
+        curves.append((config.stem, tb["latency"], sim["latency"]))
+        with warnings.catch_warnings():  # nan means of a node class with no subtask
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mech_rows.append([config.stem] + _mechanisms(tb_ds, sim_ds))
+    head = ["case", "runs (testbed / sim)"] + [f"{o} per run" for o in OUTCOMES] + \
+        ["mean latency (s)", "P50 (s)", "P95 (s)", "P99 (s)", "server CPU (%)"]
+    table = _markdown(head, rows)
+    type_table = _markdown(["case", "request type", "completed (testbed / sim, same runs)",
+                            "mean latency (s)", "P99 (s)"], type_rows)
+    mech_table = _markdown(["case", "subtasks on volunteers (%)", "server CPU-s per subtask",
+                            "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
+                            "volunteer CPU-s outside executions per run", "quota throttling per volunteer (s)"],
+                           mech_rows)
+    if figure is not None and curves:
+        _figure(curves, figure)
+    return table, type_table, mech_table
+
+
+def _mechanisms(tb_ds, sim_ds) -> list[str]:
+    """Where the time goes: the share of subtasks on volunteers, the CPU an execution
+    took (measured around the ONNX Runtime call; the simulator's drawn work), and, in the
+    testbed only, the CPU its processes used outside executions (HTTP, polling, session
+    loading) and how long the quotas throttled the volunteers."""
+    def per(ds_list, fn):
+        return np.array([fn(d) for d in ds_list], float)
+
+    def share(d):
+        done = np.asarray(d["subtask_events"].sel(event="complete").sum("time").values, float)
+        return 100 * done[1] / done.sum() if done.sum() else np.nan
+
+    def work_per(d, k):
+        done = float(d["subtask_events"].sel(event="complete").sum("time").values[k])
+        return float(d["completed_work"].sum("time").values[k]) / done if done else np.nan
+
+    def outside(d, k):
+        cpu = np.asarray(d["node_cpu"].values, float) / 100  # CPU-s per step
+        used = cpu[:, 0].sum() if k == 0 else cpu[:, 1:].sum()
+        return used - float(d["completed_work"].sum("time").values[k])
+
+    import json
+
+    def throttled(d):
+        return float(np.mean(json.loads(d.attrs["testbed"])["limits"]["throttled_s"][1:]))
+
+    out = [_cell(np.nanmean(per(tb_ds, share)), per(tb_ds, share), np.nanmean(per(sim_ds, share)), per(sim_ds, share))]
+    for k in (0, 1):
+        t, s = per(tb_ds, lambda d: work_per(d, k)), per(sim_ds, lambda d: work_per(d, k))
+        out.append(_cell(np.nanmean(t), t, np.nanmean(s), s, digits=3))
+    steps = tb_ds[0].sizes["time"]
+    out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 0))) / steps:.3f}")
+    out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 1))):.1f}")
+    out.append(f"{np.mean(per(tb_ds, throttled)):.1f}")
+    return out
+
+
+def _markdown(head, rows) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _figure(curves, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(curves)
+    cols = 3
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(4 * cols, 3.2 * ((n + cols - 1) // cols)),
+                             squeeze=False)
+    for ax, (name, tb, sim) in zip(axes.flat, curves):
+        for lat, label, style in ((tb, "testbed", "-"), (sim, "simulator", "--")):
+            if lat.size:
+                x = np.sort(lat)
+                ax.step(x, np.arange(1, x.size + 1) / x.size, style, where="post", label=f"{label} ({x.size})")
+        ax.set_title(name)
+        ax.set_xlabel("latency of completed requests (s)")
+        ax.set_ylabel("fraction")
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def _write_results(args, tables: dict) -> None:
+    """The tables as result files, their header from what the testbed stores recorded."""
+    import shlex
+
+    from gmm_volunteer.io import resultfile
+    from gmm_volunteer.io.results import open_result
+
+    first = open_result(sorted(args.results.glob(f"{args.configs[0].stem}-seed*.zarr"))[0])
+    attrs = first.attrs
+    command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
+        shlex.quote(a) for a in sys.argv[1:])
+    bundles = {resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]}
+    for o in args.sim_set:  # a bundle the simulator ran instead
+        key, _, value = o.partition("=")
+        if key == "model":
+            from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+
+            bundles[value] = bundle_digest(load_bundle(value))
+    for suffix, (table, what) in tables.items():
+        resultfile.write(
+            Path(f"{args.result_files}{suffix}.md"), table, command=command, bundles=bundles,
+            gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
+            title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
+            note=f"testbed: the stores in {args.results} (gmmv testbed, seeds 1-3); simulator: "
+                 f"{args.sim_seeds} seeds from 1000 on the same configs"
+                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". Cells: testbed [min, max "
+                 "over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - testbed) / testbed); "
+                 "latencies of completed requests pooled over the runs.")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("results", type=Path)
+    p.add_argument("configs", type=Path, nargs="+")
+    p.add_argument("--sim-seeds", type=int, default=50)
+    p.add_argument("--figure", type=Path)
+    p.add_argument("--sim-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key for the simulator only, e.g. model=DIR (repeatable)")
+    p.add_argument("--result-files", metavar="PREFIX", type=Path,
+                   help="also write the tables as committed result files PREFIX.md, PREFIX-types.md, "
+                        "PREFIX-mechanisms.md (docs/results/README.md)")
+    p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
+    args = p.parse_args(argv)
+    table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure, args.sim_set)
+    if args.result_files is not None:
+        _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
+                              "-mechanisms": (mech_table, "where the time goes")})
+    print(table)
+    print()
+    print(type_table)
+    print()
+    print(mech_table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

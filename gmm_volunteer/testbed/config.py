@@ -1,0 +1,67 @@
+"""The `testbed:` section of a run config, and the checks of what a live system can run.
+
+A testbed config is a `gmmv run` config (model.config.RunConfig, loaded by its one
+loader) plus one section, `testbed:`, that the simulator never reads. `load_testbed`
+splits it off, validates both, and refuses settings the live system does not implement
+(they exit 2 naming the key): a kernel-enforced limit is fixed for a run, so the
+allocations must be `dedicated` (paper 2.2 draws them per step); only the centralized
+and uniform rules (paper 2.3) have a live implementation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from gmm_volunteer.model.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
+from gmm_volunteer.testbed.section import SECTION, Testbed
+
+LIVE_SCHEDULERS = ("centralized", "uniform")
+
+
+def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunConfig, Testbed]:
+    """Read a testbed config: the run config (by `load_config`, as `gmmv run` reads it)
+    and its `testbed:` section, each with its ``--set`` overrides. Errors are ConfigError
+    naming the file and key."""
+    from gmm_volunteer.io.yamlio import load_yaml
+
+    source = str(path)
+    run_overrides, section_overrides = [], {}
+    for text in overrides:
+        key, value = parse_override(text, source)
+        if key.startswith(SECTION + "."):
+            section_overrides[key[len(SECTION) + 1:]] = value
+        else:
+            run_overrides.append(text)
+    cfg = load_config(path, run_overrides)  # also checks the section as written
+    section = load_yaml(Path(path).read_bytes(), source).get(SECTION) or {}
+    tb = validate_testbed_section({**section, **section_overrides}, source)
+    check_live(cfg, source)
+    return cfg, tb
+
+
+def check_live(cfg: RunConfig, source: str) -> None:
+    """Refuse what the live system cannot do the way the simulator does it."""
+    problems = []
+    if cfg.scheduler not in LIVE_SCHEDULERS:
+        problems.append(f"scheduler: {cfg.scheduler!r} has no live implementation "
+                        f"(choose {' or '.join(LIVE_SCHEDULERS)})")
+    if cfg.executor != "default":
+        problems.append("executor: the testbed's limits are the kernel's (cgroups, tc); use 'default'")
+    if cfg.autoscaler != "fixed":
+        problems.append("autoscaler: the testbed's server has a fixed quota; use 'fixed'")
+    for who, law in (("users", cfg.users.allocation), ("server", cfg.server.allocation)):
+        if law.base != "dedicated" or law.mean.values() or law.sd.values():
+            problems.append(f"{who}.allocation: must be 'dedicated' (a cgroup limit is fixed for the run)")
+    if cfg.users.initial_data != "empty":
+        problems.append("users.initial_data: must be 'empty' (volunteers start with no model files)")
+    if cfg.execution.variants or cfg.execution.subtask_data != "model" or not cfg.execution.batching:
+        problems.append("execution: the testbed runs the defaults (batching, data per model, no variants)")
+    if cfg.events:
+        problems.append("events: scripted events have no live implementation")
+    if cfg.demand.model_dump() != type(cfg.demand)().model_dump():
+        problems.append("demand: time-varying demand has no live implementation")
+    if cfg.users.count > 64 * 64:
+        problems.append(f"users.count: at most {64 * 64} volunteer links fit the subnet")
+    if problems:
+        raise ConfigError("\n".join(f"{source}: {p}" for p in problems))

@@ -1,0 +1,238 @@
+"""A user's device in the testbed (paper 2.1: user i's device is node i), a real process
+in its own cgroup and network namespace. It is both:
+
+* the user (paper 2.2, requests): while online, after a think time it issues a request of
+  a type drawn from the type probabilities, and waits for the answer at most its patience
+  (then it abandons); going offline drops the active request;
+* the volunteer (paper 2.2, readiness and execution): it downloads the model files the
+  server tells it to (resuming a paused download with an HTTP Range request), and runs
+  the batches placed on it: input downloads, one ONNX Runtime call for the batch
+  (`fitting.collect.models.run_batch`, the collector's own code), result uploads.
+
+It goes online and offline by the availability laws, from their stationary start
+(docs/model.md D2), with draws from its own streams (one per component). Run as
+``python -m gmm_volunteer.testbed.device WORKDIR V URL``; it stops after the last step and
+writes ``device<V>.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+
+from gmm_volunteer.model import laws
+from gmm_volunteer.testbed.clock import Clock, wait_start
+
+# The same inverse-survival draw as the kernels, run as plain Python: a volunteer under a
+# small CPU quota should not compile numba code.
+_duration = laws.discrete_duration.py_func
+_continuous = laws.continuous_duration.py_func
+MID_STEP = 0.4  # a user acts this far into a step, clear of the server's tick
+
+
+def draw(law, g: np.random.Generator) -> int:
+    return int(_duration(int(law[0]), float(law[1]), float(law[2]), 1.0 - g.random(), g.random()))
+
+
+def stationary_start(on_law, off_law, g: np.random.Generator) -> tuple[bool, int]:
+    """(online at step 0, step of the first change): `engine.stationary_availability`'s
+    law for one user (the current period is length-biased, the user uniform inside it)."""
+    m_on, m_off = laws.mean(on_law), laws.mean(off_law)
+    p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)
+    online = bool(g.random() < p_on)
+    total = float(laws.length_biased(on_law if online else off_law, 1, g)[0])
+    if not math.isfinite(total):
+        return online, laws.MAX_DURATION
+    residual = total - g.random() * total
+    return online, int(max(math.ceil(residual) - 1, 0))
+
+
+MAX_SHARED = 32  # batches a node runs at once with execution: shared
+
+
+def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool):
+    """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
+    Runtime computes on the calling thread, so that thread's CPU time is the batch's even
+    while other batches run; otherwise the process's (batches then run one at a time)."""
+    clock = time.thread_time if per_thread else time.process_time
+    c0 = clock()
+    out = run_batch(name, session, blobs)
+    return out, clock() - c0
+
+
+class Device:
+    def __init__(self, workdir: Path, v: int, url: str):
+        spec = json.loads((workdir / "spec.json").read_text())
+        self.spec, self.v, self.url = spec, v, url.rstrip("/")
+        self.dir = workdir / f"node{v}"
+        (self.dir / "models").mkdir(parents=True, exist_ok=True)
+        seq = np.random.SeedSequence(spec["entropy"]).spawn(spec["users"] + 1)[v]
+        self.g_avail, self.g_think, self.g_patience, self.g_type = (
+            np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(4))
+        self.laws = {k: np.array(x) for k, x in spec["laws"].items()}
+        self.type_cum = np.cumsum(spec["type_probabilities"])
+        self.sessions: dict = {}
+        self.cancelled: set = set()
+        shared = spec.get("execution", "serial") == "shared"
+        # serial: one execution at a time on the node's own CPU quota
+        self.exec_lock = asyncio.Semaphore(MAX_SHARED if shared else 1)
+        self.per_thread = shared and spec["volunteer_threads"] == 1
+        self.pool = ThreadPoolExecutor(MAX_SHARED if shared else 1)
+        self.tasks: set[asyncio.Task] = set()
+        self.issued: list[list[int]] = []  # rid, start, outcome seen (-1: none), end
+        self.periods: list[list[int]] = []  # step online, step offline
+        from gmm_volunteer.fitting.collect import models
+
+        self.models = models  # imports onnxruntime and cv2 now, before step 0
+
+    # ---- plumbing ---------------------------------------------------------------------
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def post(self, path: str, **kw):
+        async with self.http.post(self.url + path, **kw) as r:
+            return await r.json()
+
+    # ---- the user ---------------------------------------------------------------------
+    async def user(self, t_on: int) -> None:
+        next_at = t_on + draw(self.laws["think_time"], self.g_think)
+        while next_at < self.clock.steps:
+            await self.clock.until(next_at + MID_STEP)
+            k = int(min(np.searchsorted(self.type_cum, self.g_type.random(), side="right"), len(self.type_cum) - 1))
+            patience = draw(self.laws["patience"], self.g_patience)
+            r = await self.post(f"/request/{self.v}", params={"type": str(k)})
+            if r["rid"] < 0:
+                return
+            rid, start = r["rid"], r["start"]
+            entry = [rid, start, -1, -1]
+            self.issued.append(entry)
+            deadline = self.clock.t0 + start + patience + MID_STEP - time.time()
+            try:
+                async with self.http.get(f"{self.url}/wait/{rid}",
+                                         timeout=aiohttp.ClientTimeout(total=max(deadline, 0.01))) as resp:
+                    ans = await resp.json()
+                entry[2], entry[3] = ans["outcome"], ans["end"]
+                next_at = ans["end"] + 1 + draw(self.laws["think_time"], self.g_think)
+            except asyncio.TimeoutError:
+                await self.post(f"/abandon/{self.v}", params={"rid": str(rid)})
+                entry[2] = 1  # abandoned (constants.OUTCOMES)
+                next_at = start + patience + draw(self.laws["think_time"], self.g_think)
+
+    # ---- the volunteer ----------------------------------------------------------------
+    async def volunteer(self) -> None:
+        while True:
+            try:
+                async with self.http.get(f"{self.url}/poll/{self.v}") as resp:
+                    msgs = await resp.json()
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                if m["op"] == "download":
+                    self.spawn(self.download(m["j"], m["name"]))
+                elif m["op"] == "run":
+                    self.spawn(self.run_batch(m))
+                elif m["op"] == "cancel":
+                    self.cancelled.update(tuple(s) for s in m["slots"])
+
+    async def download(self, j: int, name: str) -> None:
+        path = self.dir / "models" / f"{name}.onnx"
+        part = path.with_suffix(".part")
+        have = part.stat().st_size if part.exists() else 0
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        async with self.http.get(f"{self.url}/model/{name}", headers=headers) as resp:
+            mode = "ab" if resp.status == 206 else "wb"
+            with open(part, mode) as f:
+                async for chunk in resp.content.iter_chunked(1 << 16):
+                    f.write(chunk)
+        part.rename(path)
+        await self.post(f"/ready/{self.v}/{j}")
+
+    def session(self, name: str):
+        if name not in self.sessions:
+            self.sessions[name] = self.models.make_session(self.dir / "models" / f"{name}.onnx",
+                                                           threads=self.spec["volunteer_threads"])
+        return self.sessions[name]
+
+    async def run_batch(self, m: dict) -> None:
+        """Input download, execution, result upload (paper 2.2) of one batch."""
+        name = m["name"]
+        slots = [tuple(s) for s in m["slots"]]
+
+        async def fetch(s):
+            async with self.http.get(f"{self.url}/input/{s[0]}/{s[1]}") as resp:
+                return await resp.read() if resp.status == 200 else None
+
+        blobs = await asyncio.gather(*(fetch(s) for s in slots))
+        live = [(s, b) for s, b in zip(slots, blobs) if b is not None and s not in self.cancelled]
+        if not live:
+            return
+        loop = asyncio.get_running_loop()
+        async with self.exec_lock:
+            live = [(s, b) for s, b in live if s not in self.cancelled]
+            if not live:
+                return
+            session = await loop.run_in_executor(self.pool, self.session, name)
+            out, cpu = await loop.run_in_executor(self.pool, timed_batch, self.models.run_batch, name, session,
+                                                  [b for _, b in live], self.per_thread)
+        each = cpu / len(live)
+        for (s, _), payload in zip(live, out):
+            if s not in self.cancelled:
+                await self.post(f"/result/{s[0]}/{s[1]}", data=payload,
+                                params={"node": str(self.v), "cpu": f"{each:.6f}"})
+
+    # ---- availability -------------------------------------------------------------------
+    async def run(self) -> None:
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        try:
+            await self.post(f"/hello/{self.v}")
+            t0, steps = await wait_start(self.dir.parent)
+            self.clock = Clock(t0, steps)
+            online, change = stationary_start(self.laws["online"], self.laws["offline"], self.g_avail)
+            t = 0
+            while t < steps:
+                if online:
+                    await self.clock.until(t + 0.1)
+                    await self.post(f"/online/{self.v}")
+                    period = [t, -1]
+                    self.periods.append(period)
+                    self.spawn(self.user(t))
+                    self.spawn(self.volunteer())
+                await self.clock.until(min(change, steps) + 0.1)
+                if online and change < steps:
+                    for task in list(self.tasks):  # unfinished work is lost (paper 2.2)
+                        task.cancel()
+                    await asyncio.gather(*self.tasks, return_exceptions=True)
+                    await self.post(f"/offline/{self.v}")
+                    period[1] = change
+                    self.cancelled.clear()
+                t, online = change, not online
+                change = t + draw(self.laws["online" if online else "offline"], self.g_avail)
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self.http.close()
+            (self.dir.parent / f"device{self.v}.json").write_text(
+                json.dumps({"issued": self.issued, "periods": self.periods}))
+
+
+def main(argv: list[str]) -> int:
+    device = Device(Path(argv[0]), int(argv[1]), argv[2])
+    asyncio.run(device.run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

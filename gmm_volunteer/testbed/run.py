@@ -1,0 +1,259 @@
+"""Start, measure and stop one testbed run; return its record in the simulator's format.
+
+The orchestrator (the `gmmv testbed` process) makes each node's limits (isolation),
+starts the server in its cgroup and one device process per user in its cgroup and
+network namespace, waits for all to be up, writes t0 (clock), and then measures each
+step what the kernel counts: CPU time and memory per cgroup, bytes per link. After the
+last step it collects the server's and the devices' logs and builds a `RunRecord`
+(io.runrecord), so the store is written by the simulator's own writer. Whatever happens,
+`Resources.close()` removes every process, cgroup, namespace and link it made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from gmm_volunteer._version import __version__
+from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
+from gmm_volunteer.testbed.clock import write_start
+from gmm_volunteer.testbed.isolation import IsolationError, Resources, cgroup_version, free_subnet
+
+MB = 1e6  # the model's MB (constants.RESOURCE_UNITS); memory limits are set in bytes
+
+
+class TestbedError(RuntimeError):
+    """A process of the run failed or did not come up in time."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
+    threads = tb.server_threads or max(1, int(server_max[CPU] // 100))
+    return {
+        "model": str(cfg.model), "entropy": entropy, "users": cfg.users.count, "steps": cfg.steps,
+        "scheduler": cfg.scheduler, "server_max": server_max.tolist(), "user_max": user_max.tolist(),
+        "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
+        "inputs_per_type": tb.inputs_per_type, "execution": tb.execution,
+        "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),
+        "type_probabilities": list(cfg.requests.type_probabilities),
+        "laws": {"online": cfg.availability.online.law().tolist(),
+                 "offline": cfg.availability.offline.law().tolist(),
+                 "think_time": cfg.requests.think_time.law().tolist(),
+                 "patience": cfg.requests.patience.law().tolist()},
+    }
+
+
+def _status(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+        return json.loads(r.read())
+
+
+def _dir_mb(d: Path) -> float:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) / MB if d.exists() else 0.0
+
+
+def run_testbed(cfg, tb, progress=None) -> RunRecord:
+    """Run the testbed of `cfg` (a validated RunConfig) with section `tb`; `progress(t)`
+    is called once per step. Raises IsolationError when the machine cannot host it."""
+    version = cgroup_version()
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise IsolationError(f"`{tool}` (iproute2) is not installed")
+    bundle = load_bundle(cfg.model)
+    base = cfg.base_profile.as_array()
+    server_max, user_max = cfg.server.maximum(base), base * cfg.users.capacity
+    entropy = int(cfg.seed) if cfg.seed is not None else int(np.random.SeedSequence().entropy)
+    n = cfg.users.count
+    temporary = tb.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix=f"gmmv-testbed-{os.getpid()}-")) if temporary else Path(tb.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for stale in ("start.json", "server.json", "server.up"):
+        (workdir / stale).unlink(missing_ok=True)
+    spec = _spec(cfg, tb, entropy, server_max, user_max)
+    (workdir / "spec.json").write_text(json.dumps(spec))
+    res = Resources(f"gmmvtb{os.getpid()}")
+    # Ctrl-C, kill and a closed terminal all end in the finally below (a background job's
+    # SIGINT is ignored by the shell that started it: install ours anyway).
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    wall0 = time.time()
+    try:
+        cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
+        cgs = [res.cgroup(version, f"u{v}", user_max[CPU], int(user_max[MEMORY] * MB)) for v in range(1, n + 1)]
+        subnet = free_subnet(tb.subnet)
+        links = [res.link(v, subnet, user_max[BAND_IN], user_max[BAND_OUT], tb.link_delay_ms)
+                 for v in range(1, n + 1)]
+        port = _free_port()
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        hosts = ",".join(["127.0.0.1"] + [link.host for link in links])
+        procs = [res.process(subprocess.Popen(
+            [sys.executable, "-m", "gmm_volunteer.testbed.server", str(workdir), str(port), hosts],
+            preexec_fn=lambda: cg_server.join(os.getpid()), env=env,
+            stdout=open(workdir / "server.log", "wb"), stderr=subprocess.STDOUT))]
+        deadline = time.time() + tb.startup_timeout_s
+        while not (workdir / "server.up").exists():
+            if procs[0].poll() is not None or time.time() > deadline:
+                raise TestbedError(f"the server did not start (see {workdir / 'server.log'})")
+            time.sleep(0.1)
+        for v, (cg, link) in enumerate(zip(cgs, links), start=1):
+            procs.append(res.process(subprocess.Popen(
+                ["ip", "netns", "exec", link.ns, sys.executable, "-m", "gmm_volunteer.testbed.device",
+                 str(workdir), str(v), f"http://{link.host}:{port}"],
+                preexec_fn=lambda cg=cg: cg.join(os.getpid()), env=env,
+                stdout=open(workdir / f"device{v}.log", "wb"), stderr=subprocess.STDOUT)))
+        while _status(port)["hello"] < n:
+            dead = [i for i, p in enumerate(procs) if p.poll() is not None]
+            if dead:
+                names = ["the server" if i == 0 else f"device {i}" for i in dead]
+                raise TestbedError(f"{', '.join(names)} exited while starting (see its log in {workdir}; "
+                                   "set testbed.workdir to keep the logs)")
+            if time.time() > deadline:
+                raise TestbedError(f"not every process was up after {tb.startup_timeout_s:g} s "
+                                   f"(testbed.startup_timeout_s; logs in {workdir})")
+            time.sleep(0.2)
+        t0 = time.time() + 1.0
+        write_start(workdir, t0, cfg.steps)
+        meas = _measure(cfg.steps, t0, cg_server, cgs, links, workdir, bundle, progress)
+        deadline = time.time() + 30.0
+        while any(p.poll() is None for p in procs) and time.time() < deadline:
+            time.sleep(0.1)
+        if not (workdir / "server.json").exists():
+            raise TestbedError(f"the server wrote no log (see {workdir / 'server.log'})")
+        log = json.loads((workdir / "server.json").read_text())
+        devices = [json.loads(p.read_text()) for p in sorted(workdir.glob("device*.json"))]
+        limits = {"cpu_percent": [cg_server.cpu_percent] + [c.cpu_percent for c in cgs],
+                  "memory_mb": [cg_server.memory_bytes / MB] + [c.memory_bytes / MB for c in cgs],
+                  "memory_peak_mb": [cg_server.memory_peak() / MB] + [c.memory_peak() / MB for c in cgs],
+                  "oom_kills": [cg_server.oom_kills()] + [c.oom_kills() for c in cgs],
+                  "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs]}
+    finally:
+        res.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, time.time() - wall0,
+                   server_max)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # the finally blocks remove what the run made
+
+
+def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress) -> dict:
+    """Per-step consumption as the kernel counts it (cgroups, link byte counters)."""
+    n = len(cgs)
+    node_cpu = np.zeros((steps, n + 1), np.float32)
+    scons = np.zeros((steps, len(RESOURCES)), np.float32)
+    ucons = np.zeros((steps, len(RESOURCES)), np.float32)
+    server_data = sum(s.data_size_mb for s in bundle.subtask_types)  # it holds every model
+
+    def read():
+        return (time.time(), np.array([cg_server.cpu_seconds()] + [c.cpu_seconds() for c in cgs]),
+                np.array([link.bytes_to_volunteer() for link in links], float),
+                np.array([link.bytes_from_volunteer() for link in links], float))
+
+    last = read()
+    for t in range(steps):
+        delay = t0 + t + 1 - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        now = read()
+        dt = max(now[0] - last[0], 1e-3)
+        cpu = (now[1] - last[1]) / dt * 100.0
+        node_cpu[t] = cpu
+        down = (now[2] - last[2]).sum() * 8 / MB / dt  # server -> volunteers
+        up = (now[3] - last[3]).sum() * 8 / MB / dt
+        scons[t, [BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE]] = (up, down, cpu[0], cg_server.memory_used() / MB,
+                                                               server_data)
+        ucons[t, [BAND_IN, BAND_OUT, CPU, MEMORY]] = (down, up, cpu[1:].sum(),
+                                                      sum(c.memory_used() for c in cgs) / MB)
+        if t % 10 == 0 or t == steps - 1:  # file sizes change slowly; read them now and then
+            ucons[t, STORAGE] = sum(_dir_mb(workdir / f"node{v}" / "models") for v in range(1, n + 1))
+        else:
+            ucons[t, STORAGE] = ucons[t - 1, STORAGE]
+        last = now
+        if progress is not None:
+            progress(t)
+    return {"node_cpu": node_cpu, "server": scons, "user": ucons}
+
+
+def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall, server_max) -> RunRecord:
+    steps, n = cfg.steps, cfg.users.count
+    reqs = np.array(log["requests"], np.int64).reshape(-1, 6)
+    accepted = np.array(log["accepted"], np.int64).reshape(-1, 3)
+    ended = set(reqs[:, 5].tolist())
+    active = set(log["active_at_end"])
+    issued = [e[0] for d in devices for e in d["issued"]]
+    unaccounted = sorted(set(issued) - ended - active)
+    account = {
+        "cgroup_version": version,
+        "requests_issued_by_users": len(issued),
+        "requests_received": int(log["issued"]),
+        "requests_ended": len(ended),
+        "requests_active_at_end": len(active),
+        "requests_unaccounted": unaccounted,
+        "results_accepted": int(accepted[:, 2].sum()) if accepted.size else 0,
+        "results_accepted_twice": int((accepted[:, 2] > 1).sum()) if accepted.size else 0,
+        "results_rejected": int(log["rejected"]),
+        "devices_reporting": len(devices),
+        "limits": limits,
+    }
+    attrs = {
+        "config": cfg.to_yaml(),
+        "seed_entropy": str(entropy),
+        "gmmv_version": __version__,
+        "model_bundle": str(cfg.model),
+        "model_provisional": bool(bundle.provisional),
+        "model_sha256": bundle_digest(bundle),
+        "steps": steps,
+        "users": n,
+        "scheduler": cfg.scheduler,
+        "executor": cfg.executor,
+        "user_capacity": float(cfg.users.capacity),
+        "server_capacity": float(cfg.server.capacity),
+        "autoscaler": cfg.autoscaler,
+        "wall_time_s": wall,
+        "source": "testbed",
+        "testbed_config": json.dumps(tb.model_dump(mode="json")),
+        "testbed": json.dumps(account),
+    }
+    node = np.arange(n + 1)
+    series = {
+        "node_cpu": (("time", "node"), meas["node_cpu"],
+                     {"long_name": "CPU used per node (0 = server), cgroup accounting", "units": "%"}),
+        "node_cpu_limit": (("node",), np.array(limits["cpu_percent"], np.float32),
+                           {"long_name": "CPU quota per node (cgroup)", "units": "%"}),
+        "node_memory_limit": (("node",), np.array(limits["memory_mb"], np.float32),
+                              {"long_name": "memory limit per node (cgroup)", "units": "MB"}),
+        "node_memory_peak": (("node",), np.array(limits["memory_peak_mb"], np.float32),
+                             {"long_name": "largest memory charge per node (cgroup)", "units": "MB"}),
+    }
+    alloc = np.tile(server_max.astype(np.float32), (steps, 1))
+    return RunRecord(
+        request_user=reqs[:, 0].astype(np.int32), request_type=reqs[:, 1].astype(np.int8),
+        request_start=reqs[:, 2], request_end=reqs[:, 3], request_outcome=reqs[:, 4].astype(np.int8),
+        online_users=np.array(log["online"], np.int32), active_requests=np.array(log["active"], np.int32),
+        server_allocation=alloc, server_consumption=meas["server"], user_consumption=meas["user"],
+        subtask_events=np.array(log["events"], np.int32),
+        completed_work=np.array(log["work"], np.float32),
+        request_type_names=tuple(t.name for t in bundle.task_types), attrs=attrs,
+        policy_series=series, policy_coords={"node": node},
+    )

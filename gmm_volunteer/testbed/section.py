@@ -1,0 +1,38 @@
+"""The `testbed:` section of a run config (docs/testbed.md, "Config"): keys only the live
+testbed reads. A leaf module, so that the run config's loader can check the section
+(`model.config.validate_testbed_section`) without importing the testbed."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SECTION = "testbed"
+
+
+class Testbed(BaseModel):
+    """Keys of the `testbed:` section."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    # One-way delay added by `tc netem` on each volunteer's link, ms (0: none).
+    link_delay_ms: float = Field(0.0, ge=0.0, le=10_000.0)
+    # Inputs generated per subtask type at start-up; requests cycle through them.
+    inputs_per_type: int = Field(4, ge=1, le=1000)
+    # Intra-op threads of the server's ONNX Runtime sessions; 0: one per whole core of
+    # its CPU quota (at least 1).
+    server_threads: int = Field(0, ge=0, le=64)
+    # Seconds to wait for every process to be up before step 0 (imports under a small
+    # CPU quota are slow).
+    startup_timeout_s: float = Field(180.0, gt=0.0, le=3600.0)
+    # Private /16 for the volunteers' links, as "a.b"; volunteer i gets a.b.(i>>6).(4*(i&63)+1..2).
+    # null: the first of 10.231 ... 10.254 with no address on this machine, so that
+    # testbeds running at once never share addresses.
+    subnet: str | None = Field(None, pattern=r"^(10\.\d{1,3}|192\.168|172\.(1[6-9]|2\d|3[01]))$")
+    # How a node runs the batches placed on it: "serial", one at a time in placement order
+    # (a runtime with one worker); "shared", all at once, sharing the node's CPU quota by
+    # the kernel's scheduler (the model's processor sharing, docs/model.md).
+    execution: Literal["serial", "shared"] = "serial"
+    # Where models, inputs and logs of the run go; null: a fresh temporary directory.
+    workdir: str | None = None

@@ -1,0 +1,219 @@
+"""The live testbed (docs/testbed.md): its config section, and a short real run whose
+records must be complete and consistent and whose processes must stay inside their
+kernel limits. The live run needs root, cgroups, network namespaces, iproute2 and the
+`testbed` extra; without them it is skipped, saying which is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gmm_volunteer.cli.commands import main
+from gmm_volunteer.model.config import ConfigError, load_config
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "testbed" / "light-uniform.yaml"
+
+
+def _small(tmp_path: Path, **changes) -> Path:
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg.update(steps=40, seed=3)
+    cfg["users"]["count"] = 3
+    cfg["requests"]["think_time"] = {"dist": "pareto", "scale": 3.0, "shape": 1.5}
+    cfg.update(changes)
+    path = tmp_path / "tb.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_run_reads_a_testbed_config_without_its_section():
+    cfg = load_config(EXAMPLE)
+    assert "testbed" not in yaml.safe_load(cfg.to_yaml())
+
+
+def test_a_bad_testbed_key_is_named(tmp_path, capsys):
+    path = _small(tmp_path, testbed={"link_delay_ms": 0, "bogus": 1})
+    with pytest.raises(ConfigError, match=r"testbed\.bogus"):
+        load_config(path)
+    assert main(["testbed", str(path), "-o", str(tmp_path / "x.zarr")]) == 2
+    assert "testbed.bogus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, key", [
+    ("scheduler=affinity", "scheduler"),
+    ("users.allocation=fitted", "users.allocation"),
+    ("users.initial_data=filled", "users.initial_data"),
+    ("testbed.subnet=8.8", "testbed.subnet"),
+])
+def test_what_the_live_system_cannot_run_exits_2(tmp_path, capsys, override, key):
+    path = _small(tmp_path)
+    assert main(["testbed", str(path), "--set", override, "-o", str(tmp_path / "x.zarr")]) == 2
+    assert f"{key}:" in capsys.readouterr().err
+
+
+def _unavailable() -> str | None:
+    """Why the live run cannot happen here, or None."""
+    for module in ("aiohttp", "onnxruntime", "cv2", "rapidocr"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed (pip install 'gmm-volunteer[testbed]')"
+    from gmm_volunteer.fitting.collect.models import default_model_dir
+    from gmm_volunteer.testbed.isolation import IsolationError, cgroup_version
+
+    try:
+        cgroup_version()
+    except IsolationError as exc:
+        return str(exc)
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` (iproute2) is not installed"
+    probe = f"gmmvtbprobe{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return "cannot create a network namespace"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    for name in ("mobilenet_v2", "resnet50"):
+        if not (default_model_dir() / f"{name}.onnx").exists() and importlib.util.find_spec("torch") is None:
+            return f"the random-weight model {name} is not built and torch is not installed to build it"
+    return None
+
+
+def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, capsys):
+    why = _unavailable()
+    if why:
+        pytest.skip(f"live testbed unavailable: {why}")
+    from gmm_volunteer.experiments.summary import summarize
+    from gmm_volunteer.io.results import open_result
+
+    out = tmp_path / "tb.zarr"
+    assert main(["testbed", str(_small(tmp_path)), "-o", str(out), "-q"]) == 0, capsys.readouterr().err
+    ds = open_result(out)
+    acc = json.loads(ds.attrs["testbed"])
+    # every request a user issued is in the records or still active at the end
+    assert acc["requests_unaccounted"] == []
+    assert acc["requests_issued_by_users"] == acc["requests_received"] > 0
+    assert acc["requests_received"] == acc["requests_ended"] + acc["requests_active_at_end"]
+    assert ds.sizes["request"] == acc["requests_ended"]
+    assert (ds.request_outcome == 0).sum() > 0
+    # no subtask's result is taken twice; without churn none arrives for a stale placement
+    assert acc["results_accepted_twice"] == 0 and acc["results_rejected"] == 0
+    events = ds.subtask_events.sum("time")
+    assert (events.sel(event="complete") <= events.sel(event="start")).all()
+    assert int(events.sel(event="complete").sum()) == acc["results_accepted"]
+    # limits: no process killed, memory never above its limit, CPU never above its quota
+    assert acc["limits"]["oom_kills"] == [0] * 4
+    assert (ds.node_memory_peak <= ds.node_memory_limit).all()
+    # CPU, % per 1 s window as sampled: a window may hold one CFS period (0.1 s) more than
+    # 1 s, so up to 1.1x the quota, plus the sampler's jitter; over 5 s windows, 1.02x
+    cpu, limit = ds.node_cpu.values, ds.node_cpu_limit.values
+    assert (cpu <= 1.2 * limit + 1.0).all(), cpu.max(axis=0)
+    five = cpu[: cpu.shape[0] // 5 * 5].reshape(-1, 5, cpu.shape[1]).mean(axis=1)
+    assert (five <= 1.05 * limit + 0.5).all(), five.max(axis=0)
+    # nothing the run made is left behind
+    prefix = f"gmmvtb{os.getpid()}"
+    assert prefix not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"gt{os.getpid()}" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+    assert not any(p.name.startswith(prefix) for p in Path("/sys/fs/cgroup/cpu").glob("*"))
+    assert "light5" in summarize(ds)
+
+
+# ---- the live rules (testbed/placement.py) against what the simulator's rules do ----------
+
+
+def _live(scheduler: str, users: int = 3, seed: int = 0, user_memory: float = 900.0):
+    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.testbed.placement import LiveScheduler
+
+    cfg = load_config(EXAMPLE)
+    server = np.array([200.0, 200.0, 100.0, 2500.0, 3000.0])
+    user = np.array([20.0, 20.0, 15.0, user_memory, 1000.0])
+    return LiveScheduler(scheduler, load_bundle(cfg.model), server, user, users, np.random.default_rng(seed))
+
+
+def _request(sc, rid: int, user: int, k: int, start: int):
+    from gmm_volunteer.testbed.placement import Request, Slot
+
+    sc.requests[rid] = Request(rid, user, k, start, [Slot(rid, p, j) for p, j in enumerate(sc.task_sub[k])])
+    return sc.requests[rid]
+
+
+def test_centralized_places_on_the_server_oldest_first_while_its_memory_estimate_fits():
+    sc = _live("centralized")
+    for u in range(1, 4):
+        sc.nodes[u].online = True
+    assert sc.downloads() == []  # centralized starts no subtask-data download
+    old = _request(sc, 0, 2, 3, start=0)
+    new = _request(sc, 1, 1, 3, start=1)
+    sc.nodes[0].alloc[3] = sc.mem(sc.task_sub[3][0], 5) + sc.mem(sc.task_sub[3][1], 5) + 1.0
+    batches = sc.place(t=1)
+    assert {b.node for b in batches} == {0}
+    assert all(s.node == 0 for s in old.slots)  # the oldest request is served first
+    assert all(s.node < 0 for s in new.slots)  # then the memory estimate is full
+    assert sc.free_memory(0) >= 0
+    # same-type subtasks placed on a node in one step form one batch (paper 2.2)
+    assert sorted(len(b.members) for b in batches) == [5, 5]
+
+
+def test_uniform_places_only_on_online_holders_of_the_data_or_the_server():
+    sc = _live("uniform", users=3, seed=1)
+    j = sc.task_sub[0][0]
+    sc.nodes[1].online, sc.nodes[1].ready = True, {j}
+    sc.nodes[2].online, sc.nodes[2].ready = False, {j}  # offline: not a candidate
+    sc.nodes[3].online = True  # online without the data: not a candidate
+    seen = set()
+    for rid in range(40):
+        r = _request(sc, rid, 1 + rid % 3, 0, start=rid)
+        sc.place(t=rid)
+        seen |= {s.node for s in r.slots if s.j == j}
+        sc.cancel(r)
+    assert seen == {0, 1}
+    assert sc.nodes[1].committed == pytest.approx(0.0) and sc.nodes[0].committed == pytest.approx(0.0)
+
+
+def test_uniform_downloads_one_missing_model_that_fits_and_resumes_a_paused_one():
+    sc = _live("uniform", users=2, seed=2)
+    sc.nodes[1].online = True
+    sc.nodes[1].alloc[4] = 50.0  # storage for the small models only
+    started = sc.downloads()
+    assert len(started) == 1 and started[0][0] == 1
+    j = started[0][1]
+    assert sc.data_mb[j] <= 50.0 and j in sc.requested
+    assert sc.downloads() == []  # one download at a time per node
+    sc.reset_node(1)  # offline mid-download: it pauses
+    assert j in sc.nodes[1].paused and sc.nodes[1].committed == pytest.approx(0.0)
+    sc.nodes[1].online = True
+    assert sc.downloads() == [(1, j)]  # and resumes first
+    sc.end_download(1, j, ok=True)
+    assert j in sc.nodes[1].ready
+
+
+def test_a_node_going_offline_returns_its_unfinished_subtasks_to_the_queue():
+    sc = _live("uniform", users=1, seed=3)
+    sc.nodes[1].online = True
+    sc.nodes[1].ready = set(range(len(sc.names)))
+    sc.nodes[0].alloc[3] = 0.0  # the server has no room: everything goes to the volunteer
+    r = _request(sc, 0, 1, 1, start=0)
+    sc.place(t=0)
+    assert all(s.node == 1 for s in r.slots)
+    r.slots[0].done = True
+    sc.release(r.slots[0])
+    reset = sc.reset_node(1)
+    assert len(reset) == len(r.slots) - 1 and all(s.node == -1 for s in reset)
+    assert r.slots[0].done and sc.nodes[1].committed == pytest.approx(0.0)
+
+
+def test_help_and_a_machine_that_cannot_host_it(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as info:
+        main(["testbed", "--help"])
+    assert info.value.code == 0 and "cgroup" in capsys.readouterr().out
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # not root: nothing is made, exit 1
+    assert main(["testbed", str(_small(tmp_path)), "-o", str(tmp_path / "x.zarr")]) == 1
+    assert "needs root" in capsys.readouterr().err
+    assert not (tmp_path / "x.zarr").exists()
