@@ -12,7 +12,10 @@ Phases:
   (its first kernel call loads, or compiles, the initial-state kernel).
 - ``first_step_s``: the first step, run like the others (through the fused runner,
   policies/runner.py): loads (warm cache) or compiles (cold cache) the kernels.
-- ``run_s``: the remaining ``steps - 1`` steps, in windows of ``--sample-every`` steps,
+- ``warmup_s``: with ``--warmup N`` (N > 1), steps 2..N, untimed in ``run_s``: the
+  start-up transient of a large population left out of its per-step cost (the workload
+  means are then over the timed steps only).
+- ``run_s``: the remaining ``steps - 1`` (``steps - N``) steps, in windows of ``--sample-every`` steps,
   and building the run record; ``per_step_us`` and ``steps_per_s`` come from this phase
   only (``run_cpu_s`` / ``per_step_cpu_us``: the same in process CPU time). The
   sampling between windows is timed apart (``sample_s``) and not counted in it.
@@ -74,10 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample-every", type=int, default=SAMPLE_EVERY, metavar="N",
                     help=f"steps per window; the workload is sampled at each window end "
                          f"(default {SAMPLE_EVERY})")
+    ap.add_argument("--warmup", type=int, default=1, metavar="N",
+                    help="steps run before the timed phase: the first step is timed apart "
+                         "(`first_step_s`), steps 2..N untimed (`warmup_s`: a window after "
+                         "the start-up transient of a large population); default 1")
     ap.add_argument("--progress", action="store_true",
                     help="a line on stderr after a window (at most one per "
                          f"{PROGRESS_EVERY_S:.0f} s): step reached, elapsed s, workload")
     args = ap.parse_args(argv)
+    if args.warmup < 1:
+        ap.error(f"--warmup must be >= 1, got {args.warmup}")
     if args.sample_every < 1:
         ap.error(f"--sample-every must be >= 1, got {args.sample_every}")
 
@@ -94,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config(args.config, overrides=args.overrides)
     steps = int(cfg.steps)
-    if steps < 2:
-        raise SystemExit("benchmarks.one needs steps >= 2 (the first step is timed apart)")
+    if steps < args.warmup + 1:
+        raise SystemExit("benchmarks.one needs steps > --warmup (the first step is timed apart)")
 
     t0 = time.perf_counter()
     sim = Simulation(cfg)
@@ -104,13 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     sim.run(progress=False, until=1)
     out["first_step_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if args.warmup > 1:
+        sim.run_to(args.warmup)
+    out["warmup_s"] = time.perf_counter() - t0
 
     # Windows: run_to advances like run() (same fused path; the trajectory does not
     # depend on where a run stops, tests/test_bench_sampling.py) but builds no record;
     # the last window is a run() and builds it.
     run_s = run_cpu_s = sample_s = 0.0
     batches, downloads = [], []
-    ends = window_ends(1, steps, args.sample_every)
+    ends = window_ends(args.warmup, steps, args.sample_every)
     t_start, t_shown = time.perf_counter(), 0.0
     for end in ends:
         w0, c0 = time.perf_counter(), time.process_time()
@@ -129,31 +142,33 @@ def main(argv: list[str] | None = None) -> int:
         if args.progress and (now - t_shown >= PROGRESS_EVERY_S or end == steps):
             t_shown = now
             print(f"[benchmarks.one] step {end:,}/{steps:,}  {now:,.0f} s  "
-                  f"{run_s / (end - 1) * 1e6:,.0f} us/step  online "
+                  f"{run_s / (end - args.warmup) * 1e6:,.0f} us/step  online "
                   f"{int(sim.arrays.n_on[0]):,}  batches {nb:,}  downloads {nd:,}  "
                   f"rss {_maxrss_mb():,.0f} MB", file=sys.stderr, flush=True)
-    timed = steps - 1
+    timed = steps - args.warmup
+    skip = args.warmup if args.warmup > 1 else 0  # workload means over the timed window
 
     ev = rec.subtask_events.astype(np.int64).sum(axis=1)  # (steps, event), both node classes
     # start - (complete + abort + reset + cancel): subtasks assigned and not yet ended.
-    in_flight = np.cumsum(ev[:, 0] - ev[:, 1:].sum(axis=1))
+    in_flight = np.cumsum(ev[:, 0] - ev[:, 1:].sum(axis=1))[skip:]
 
     out.update(
         users=int(sim.params.n_users),
         scheduler=cfg.scheduler,
         steps=steps,
         timed_steps=timed,
+        warmup_steps=args.warmup,
         run_s=run_s,
         run_cpu_s=run_cpu_s,
         per_step_us=run_s / timed * 1e6,
         per_step_cpu_us=run_cpu_s / timed * 1e6,
         steps_per_s=timed / run_s if run_s > 0 else float("inf"),
-        total_s=out["import_s"] + out["construct_s"] + out["first_step_s"] + run_s,
+        total_s=out["import_s"] + out["construct_s"] + out["first_step_s"] + out["warmup_s"] + run_s,
         sample_every=args.sample_every,
         workload_samples=len(ends),
         sample_s=sample_s,
-        mean_online_users=float(rec.online_users.mean()),
-        mean_active_requests=float(rec.active_requests.mean()),
+        mean_online_users=float(rec.online_users[skip:].mean()),
+        mean_active_requests=float(rec.active_requests[skip:].mean()),
         mean_active_subtasks=float(in_flight.mean()),
         mean_active_batches=float(np.mean(batches)),
         mean_running_downloads=float(np.mean(downloads)),

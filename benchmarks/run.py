@@ -1,12 +1,16 @@
 """Benchmark runner: `python -m benchmarks.run` (also `make bench`).
 
-Three sections (docs in benchmarks/README.md):
+Four sections (docs in benchmarks/README.md); every per-step cost is also given as a
+ratio to the limit probe (benchmarks/probe.py) of the same population, measured in the
+same bench run and round-robin with the runs (median over the repeats):
 
 - compile: cold numba compilation, per scheduler: a tiny run with an empty numba cache
   directory, then the same run again with that (now filled) cache; the difference of
   their start-up phases is the compile time.
 - main: 1,000 and 10,000 users x 100,000 steps for each scheduler on the default model
   bundle: median wall time over the repeats (min, max), steps/s, peak resident memory.
+- large: 100,000 users for each scheduler, per-step cost over steps 2,000-4,000 (after
+  the start-up transient).
 - scaling: per-step cost for 100, 1k, 10k, 100k and 1M users (uniform scheduler; 20,000
   steps, 2,000 for 100k users, 300 for 1M), divided by the mean numbers of online users,
   active requests, active subtasks and consumption samples (active batches + running
@@ -45,9 +49,17 @@ FORMAT = "gmmv-bench"
 FORMAT_VERSION = 1
 
 SCHEDULERS = ("centralized", "uniform", "affinity")
-SECTIONS = ("compile", "main", "scaling")
+SECTIONS = ("compile", "main", "large", "scaling")
 MAIN_USERS = (1000, 10000)
 MAIN_STEPS = 100_000
+# The 100,000-user figure: a window of steps after the start-up transient.
+LARGE_USERS_MAIN = 100_000
+LARGE_STEPS, LARGE_WARMUP = 4_000, 2_000
+# Timed steps of the limit probe (benchmarks/probe.py) per population: its per-step cost
+# is stationary from the first step (stationary availability), so fewer steps suffice.
+PROBE_STEPS = 20_000
+PROBE_LARGE_STEPS = 2_000  # >= LARGE_USERS
+PROBE_HUGE_STEPS = 300  # >= HUGE_USERS
 SCALING_USERS = (100, 1000, 10000, 100000, 1000000)
 SCALING_STEPS = 20_000
 SCALING_LARGEST_STEPS = 2_000  # for the large populations (>= LARGE_USERS)
@@ -61,6 +73,7 @@ QUICK_MAIN_USERS = (1000,)
 QUICK_MAIN_STEPS = 10_000
 QUICK_SCALING_USERS = (100, 1000, 10000)
 QUICK_SCALING_STEPS = 2_000
+QUICK_PROBE_STEPS = 2_000
 
 SHARED_NOTE = (
     "The machine may be shared: timings include interference from other processes. "
@@ -154,16 +167,34 @@ class Runner:
         self.n_children = 0
 
     def child(self, label: str, users: int, scheduler: str, steps: int,
-              env_extra: dict | None = None) -> dict:
-        """One `benchmarks.one` child; returns its entry (``ok`` and ``result`` or error)."""
+              env_extra: dict | None = None, warmup: int = 1) -> dict:
+        """One `benchmarks.one` child; returns its entry (``ok`` and ``result`` or error).
+        `warmup` > 1: steps 2..warmup are left out of the timed phase."""
         overrides = [f"users.count={users}", f"scheduler={scheduler}", f"steps={steps}"]
         cmd = [self.python, "-m", "benchmarks.one", "--config", self.config]
         for o in overrides:
             cmd += ["--set", o]
-        env = dict(os.environ)
-        env.update(env_extra or {})
+        if warmup > 1:
+            cmd += ["--warmup", str(warmup)]
         entry = {"label": label, "users": users, "scheduler": scheduler, "steps": steps,
                  "env": env_extra or {}, "load_before": _loadavg()}
+        if warmup > 1:
+            entry["warmup"] = warmup
+        return self._run(cmd, entry, env_extra)
+
+    def probe(self, label: str, users: int, steps: int) -> dict:
+        """One `benchmarks.probe` child (the limit probe of `users` users, `steps` timed
+        steps); its entry has scheduler "probe"."""
+        cmd = [self.python, "-m", "benchmarks.probe", "--config", self.config,
+               "--set", f"users.count={users}", "--steps", str(steps)]
+        entry = {"label": label, "users": users, "scheduler": "probe", "steps": steps,
+                 "env": {}, "load_before": _loadavg()}
+        return self._run(cmd, entry, None)
+
+    def _run(self, cmd: list[str], entry: dict, env_extra: dict | None) -> dict:
+        users, scheduler, steps, label = entry["users"], entry["scheduler"], entry["steps"], entry["label"]
+        env = dict(os.environ)
+        env.update(env_extra or {})
         self.n_children += 1
         print(f"  {label}: users={users} scheduler={scheduler} steps={steps} ...", end="",
               flush=True)
@@ -187,7 +218,7 @@ class Runner:
                     result = None
         if rc == 0 and result is not None:
             entry.update(ok=True, result=result)
-            print(f" {result['run_s']:.2f} s run, {result['steps_per_s']:,.0f} steps/s, "
+            print(f" {result['run_s']:.2f} s run, {result['per_step_us']:,.1f} us/step, "
                   f"peak {result['peak_rss_mb']:.0f} MB", flush=True)
         else:
             tail = "\n".join(stderr.strip().splitlines()[-40:])
@@ -282,18 +313,85 @@ def _summarize(entries: list[dict], users: int, scheduler: str, steps: int) -> d
     return row
 
 
-def section_main(R: Runner, schedulers, users_list, steps: int, repeats: int) -> dict:
+def probe_steps(users: int, quick: bool = False) -> int:
+    """Timed steps of the limit probe of a population."""
+    if users >= HUGE_USERS:
+        return PROBE_HUGE_STEPS
+    if users >= LARGE_USERS:
+        return PROBE_LARGE_STEPS
+    return QUICK_PROBE_STEPS if quick else PROBE_STEPS
+
+
+def probe_rows(probes: list[dict]) -> dict[int, dict]:
+    """Per population: the median (min, max) of its probes' per-step costs."""
+    out = {}
+    for u in sorted({e["users"] for e in probes}):
+        res = _ok([e for e in probes if e["users"] == u])
+        row = {"users": u, "repeats": sum(1 for e in probes if e["users"] == u), "ok": len(res),
+               "steps": res[0]["steps"] if res else None,
+               "mean_online_users": res[0]["mean_online_users"] if res else None}
+        for key in ("per_step_us", "per_step_cpu_us", "peak_rss_mb"):
+            a = _agg(res, key)
+            row[f"{key}_median"] = a["median"]
+            row[f"{key}_min"], row[f"{key}_max"] = a["min"], a["max"]
+        out[u] = row
+    return out
+
+
+def add_probe_ratios(rows: list[dict], probes: dict[int, dict]) -> None:
+    """Each row's median per-step cost over the median probe of its population (wall
+    and process CPU time): how far the run is from the arithmetic it cannot avoid."""
+    for r in rows:
+        p = probes.get(r["users"])
+        r["probe_us_median"] = p["per_step_us_median"] if p else None
+        r["probe_cpu_us_median"] = p["per_step_cpu_us_median"] if p else None
+        r["x_probe"] = _ratio(r["per_step_us_median"], r["probe_us_median"])
+        r["cpu_x_probe"] = _ratio(r["per_step_cpu_us_median"], r["probe_cpu_us_median"])
+
+
+def _round_robin(R: Runner, name: str, jobs: list, repeats: int) -> list[dict]:
+    """Run `jobs` (callables taking a label) `repeats` times, round-robin, so that a burst
+    of load on a shared machine spreads over all of them instead of hitting one."""
+    runs = []
+    n = len(jobs) * repeats
+    for k in range(repeats):
+        for i, job in enumerate(jobs):
+            runs.append(job(f"{name} {k * len(jobs) + i + 1}/{n}"))
+    return runs
+
+
+def section_main(R: Runner, schedulers, users_list, steps: int, repeats: int,
+                 quick: bool = False) -> dict:
     warm = R.warm_up(schedulers)
     combos = [(u, s) for u in users_list for s in schedulers]
-    runs = []
-    # Round-robin over the repeats so that a burst of load on a shared machine spreads
-    # over all configurations instead of hitting one.
-    for k in range(repeats):
-        for i, (u, s) in enumerate(combos):
-            runs.append(R.child(f"main {k * len(combos) + i + 1}/{repeats * len(combos)}",
-                                u, s, steps))
+    jobs = [lambda label, u=u, s=s: R.child(label, u, s, steps) for u, s in combos]
+    jobs += [lambda label, u=u: R.probe(label, u, probe_steps(u, quick)) for u in users_list]
+    every = _round_robin(R, "main", jobs, repeats)
+    runs = [e for e in every if e["scheduler"] != "probe"]
+    probes = [e for e in every if e["scheduler"] == "probe"]
     rows = [_summarize(runs, u, s, steps) for u, s in combos]
-    return {"warm_up": warm, "runs": runs, "rows": rows}
+    prow = probe_rows(probes)
+    add_probe_ratios(rows, prow)
+    return {"warm_up": warm, "runs": runs, "probe_runs": probes,
+            "probes": list(prow.values()), "rows": rows}
+
+
+def section_large(R: Runner, schedulers, users: int, steps: int, warmup: int,
+                  repeats: int) -> dict:
+    """`users` users per scheduler, per-step cost over steps warmup..steps."""
+    warm = R.warm_up(schedulers)
+    jobs = [lambda label, s=s: R.child(label, users, s, steps, warmup=warmup) for s in schedulers]
+    jobs.append(lambda label: R.probe(label, users, probe_steps(users)))
+    every = _round_robin(R, "large", jobs, repeats)
+    runs = [e for e in every if e["scheduler"] != "probe"]
+    probes = [e for e in every if e["scheduler"] == "probe"]
+    rows = [_summarize(runs, users, s, steps) for s in schedulers]
+    for r in rows:
+        r["warmup"] = warmup
+    prow = probe_rows(probes)
+    add_probe_ratios(rows, prow)
+    return {"warm_up": warm, "runs": runs, "probe_runs": probes,
+            "probes": list(prow.values()), "rows": rows}
 
 
 def _loglog_slope(xs, ys) -> float | None:
@@ -325,16 +423,20 @@ def kb_per_user(row: dict) -> float | None:
 
 
 def section_scaling(R: Runner, scheduler: str, users_list, steps: int, large_steps: int,
-                    repeats: int) -> dict:
+                    repeats: int, quick: bool = False) -> dict:
     warm = R.warm_up([scheduler])
     plan = [(u, min(large_steps, SCALING_HUGE_STEPS) if u >= HUGE_USERS
              else large_steps if u >= LARGE_USERS else steps) for u in users_list]
-    runs = []
-    for k in range(repeats):
-        for i, (u, n) in enumerate(plan):
-            runs.append(R.child(f"scaling {k * len(plan) + i + 1}/{repeats * len(plan)}",
-                                u, scheduler, n))
-    return {"warm_up": warm, "runs": runs, **scaling_rows(runs, scheduler, plan)}
+    jobs = [lambda label, u=u, n=n: R.child(label, u, scheduler, n) for u, n in plan]
+    jobs += [lambda label, u=u: R.probe(label, u, probe_steps(u, quick)) for u, _ in plan]
+    every = _round_robin(R, "scaling", jobs, repeats)
+    runs = [e for e in every if e["scheduler"] != "probe"]
+    probes = [e for e in every if e["scheduler"] == "probe"]
+    out = scaling_rows(runs, scheduler, plan)
+    prow = probe_rows(probes)
+    add_probe_ratios(out["rows"], prow)
+    return {"warm_up": warm, "runs": runs, "probe_runs": probes,
+            "probes": list(prow.values()), **out}
 
 
 def scaling_rows(runs: list[dict], scheduler: str, plan) -> dict:
@@ -407,6 +509,18 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _probe_lines(sec: dict) -> list[str]:
+    """The probes of a section: median (min-max) per population."""
+    probes = sec.get("probes") or []
+    if not probes:
+        return []
+    cells = [f"{_fmt(p['users'])} users {_fmt(p['per_step_us_median'], '.1f')} "
+             f"({_range(p['per_step_us_min'], p['per_step_us_max'], '.1f')}) us/step, "
+             f"{p['ok']}/{p['repeats']} x {_fmt(p['steps'])} steps"
+             for p in probes]
+    return ["limit probe (benchmarks/probe.py), median (min-max): " + "; ".join(cells)]
+
+
 def render(doc: dict) -> str:
     m = doc["machine"]
     parts = [
@@ -440,11 +554,35 @@ def render(doc: dict) -> str:
                 _fmt(r["construct_s_median"], ".2f"), _fmt(r["first_step_s_median"], ".2f"),
                 _fmt(r["peak_rss_mb_median"]), _fmt(r["mean_online_users"], ".1f"),
                 _fmt(r["mean_active_requests"], ".1f"), _fmt(r["mean_active_subtasks"], ".1f"),
+                _fmt(r.get("probe_us_median"), ".1f"), _fmt(r.get("x_probe"), ".2f"),
+                _fmt(r.get("cpu_x_probe"), ".2f"),
             ])
-        parts += ["", "Main (median over repeats; run = steps 2..N incl. the run record)",
+        parts += ["", "Main (median over repeats; run = steps 2..N incl. the run record; "
+                      "x probe = us/step / the limit probe's us/step for the same users, "
+                      "medians of this bench run; cpu x probe: the same in process CPU time)",
                   table(["users", "scheduler", "steps", "ok", "run s", "min-max", "steps/s",
                          "us/step", "build s", "1st step s", "peak MB", "online", "requests",
-                         "subtasks"], rows)]
+                         "subtasks", "probe us/step", "x probe", "cpu x probe"], rows)]
+        parts += _probe_lines(secs["main"])
+    if "large" in secs:
+        rows = []
+        for r in secs["large"]["rows"]:
+            rows.append([
+                _fmt(r["users"]), r["scheduler"], f"{_fmt(r.get('warmup'))}-{_fmt(r['steps'])}",
+                f"{r['ok']}/{r['repeats']}", _fmt(r["per_step_us_median"], ".1f"),
+                _range(r["per_step_us_min"], r["per_step_us_max"], ".1f"),
+                _fmt(r["per_step_cpu_us_median"], ".1f"), _fmt(r["peak_rss_mb_median"]),
+                _fmt(r["mean_online_users"], ".1f"), _fmt(r["mean_active_requests"], ".1f"),
+                _fmt(_samples(r), ".1f"),
+                _fmt(r.get("probe_us_median"), ".1f"), _fmt(r.get("x_probe"), ".2f"),
+                _fmt(r.get("cpu_x_probe"), ".2f"),
+            ])
+        parts += ["", "Large (median over repeats; per-step cost over the steps shown, after "
+                      "the start-up transient; samples = active batches + running downloads)",
+                  table(["users", "scheduler", "steps timed", "ok", "us/step", "min-max",
+                         "cpu us/step", "peak MB", "online", "requests", "samples",
+                         "probe us/step", "x probe", "cpu x probe"], rows)]
+        parts += _probe_lines(secs["large"])
     if "scaling" in secs:
         sc = secs["scaling"]
         rows = []
@@ -460,6 +598,8 @@ def render(doc: dict) -> str:
                 _fmt(r.get("cpu_us_per_sample"), ".3f"),
                 _fmt(r["peak_rss_mb_median"]), _fmt(r.get("kb_per_user"), ".2f"),
                 _fmt(r.get("marginal_kb_per_user"), ".2f"),
+                _fmt(r.get("probe_us_median"), ".1f"), _fmt(r.get("x_probe"), ".2f"),
+                _fmt(r.get("cpu_x_probe"), ".2f"),
             ])
         f = sc["fit"]
         sched = sc["rows"][0]["scheduler"] if sc["rows"] else "?"
@@ -472,7 +612,8 @@ def render(doc: dict) -> str:
                   table(["users", "steps", "ok", "us/step", "online", "requests", "subtasks",
                          "us/online", "us/request", "us/subtask", "marginal us/online",
                          "samples", "us/sample", "cpu us/step", "cpu us/sample", "peak MB",
-                         "KB/user", "marginal KB/user"], rows),
+                         "KB/user", "marginal KB/user", "probe us/step", "x probe",
+                         "cpu x probe"], rows),
                   "log-log slope of us/step (1 = linear): vs online users "
                   f"{_fmt(f['slope_vs_online_users'], '.2f')}, vs active requests "
                   f"{_fmt(f['slope_vs_active_requests'], '.2f')}, vs active subtasks "
@@ -480,6 +621,7 @@ def render(doc: dict) -> str:
                   f"{_fmt(f.get('slope_vs_samples'), '.2f')}",
                   "KB/user = (peak MB - MB after import) / users; marginal KB/user = "
                   "extra peak MB per extra user relative to the row above (KiB)"]
+        parts += _probe_lines(sc)
     prov = [r.get("model_provisional") for s in secs.values() for r in s.get("rows", [])]
     if any(prov):
         parts += ["", "Model bundle: the default bundle is marked provisional; numbers will "
@@ -518,7 +660,8 @@ def default_out(quick: bool, now: _dt.datetime) -> Path:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.run",
-        description="Time the simulator: compile time, main table, scaling table.")
+        description="Time the simulator: compile time, main table, large populations, "
+                    "scaling table, each per-step cost against the limit probe.")
     ap.add_argument("--repeats", type=int, default=None,
                     help="timed runs per configuration; the median is reported (default 3, "
                          "--quick: 1)")
@@ -530,7 +673,7 @@ def parse_args(argv=None):
                          f"{QUICK_SCALING_STEPS:,} steps, 1 repeat, no compile section "
                          "(add it with --only compile,main,scaling)")
     ap.add_argument("--only", type=_name_list, default=None, metavar="SECTIONS",
-                    help="comma-separated subset of: compile, main, scaling")
+                    help="comma-separated subset of: compile, main, large, scaling")
     ap.add_argument("--steps", type=int, default=None,
                     help=f"steps of the main runs (default {MAIN_STEPS:,})")
     ap.add_argument("--users", type=_int_list, default=None, metavar="N,N",
@@ -546,6 +689,13 @@ def parse_args(argv=None):
                          f"{SCALING_LARGEST_STEPS:,} for {LARGE_USERS:,}+ users, "
                          f"{SCALING_HUGE_STEPS:,} for {HUGE_USERS:,}+)")
     ap.add_argument("--scaling-scheduler", default=SCALING_SCHEDULER)
+    ap.add_argument("--large-users", type=int, default=LARGE_USERS_MAIN,
+                    help=f"users of the large section (default {LARGE_USERS_MAIN:,})")
+    ap.add_argument("--large-steps", type=int, default=LARGE_STEPS,
+                    help=f"steps of the large runs (default {LARGE_STEPS:,})")
+    ap.add_argument("--large-warmup", type=int, default=LARGE_WARMUP,
+                    help=f"untimed steps before the large runs' timed window "
+                         f"(default {LARGE_WARMUP:,})")
     ap.add_argument("--config", default=str(DEFAULT_CONFIG),
                     help="base run config (default configs/paper/base.yaml)")
     ap.add_argument("--out", type=Path, default=None,
@@ -565,11 +715,15 @@ def parse_args(argv=None):
     q = args.quick
     given = (args.only, args.users, args.steps, args.schedulers, args.scaling_users,
              args.scaling_steps, args.repeats, args.compile_repeats)
+    if args.large_steps <= args.large_warmup or args.large_warmup < 1:
+        ap.error("need 1 <= --large-warmup < --large-steps")
+    if (args.large_users, args.large_steps, args.large_warmup) != (LARGE_USERS_MAIN, LARGE_STEPS, LARGE_WARMUP):
+        given += (True,)
     args.mode = ("quick" if q else "full") + (
         "+custom" if any(x is not None for x in given) or args.scaling_scheduler != SCALING_SCHEDULER
         else "")
     # A cold compile takes minutes per scheduler: --quick leaves it out unless --only asks.
-    args.sections = args.only or [x for x in SECTIONS if not (q and x == "compile")]
+    args.sections = args.only or [x for x in SECTIONS if not (q and x in ("compile", "large"))]
     args.repeats = args.repeats or (1 if q else 3)
     args.compile_repeats = args.compile_repeats or 1
     args.schedulers = args.schedulers or list(SCHEDULERS)
@@ -601,6 +755,10 @@ def main(argv=None) -> int:
             "scaling_steps": args.scaling_steps, "scaling_large_steps": args.scaling_large_steps,
             "scaling_large_users": LARGE_USERS, "scaling_huge_users": HUGE_USERS,
             "scaling_huge_steps": SCALING_HUGE_STEPS, "scaling_scheduler": args.scaling_scheduler,
+            "large_users": args.large_users, "large_steps": args.large_steps,
+            "large_warmup": args.large_warmup,
+            "probe_steps": {"default": PROBE_STEPS, "quick": QUICK_PROBE_STEPS,
+                            "large": PROBE_LARGE_STEPS, "huge": PROBE_HUGE_STEPS},
             "config": os.path.relpath(Path(args.config).resolve(), ROOT),
             "tiny_run": {"users": TINY_USERS, "steps": TINY_STEPS},
         },
@@ -624,12 +782,17 @@ def main(argv=None) -> int:
         if "main" in args.sections:
             print("main:", flush=True)
             doc["sections"]["main"] = section_main(R, args.schedulers, args.users, args.steps,
-                                                   args.repeats)
+                                                   args.repeats, args.quick)
+        if "large" in args.sections:
+            print("large:", flush=True)
+            doc["sections"]["large"] = section_large(R, args.schedulers, args.large_users,
+                                                     args.large_steps, args.large_warmup,
+                                                     args.repeats)
         if "scaling" in args.sections:
             print("scaling:", flush=True)
             doc["sections"]["scaling"] = section_scaling(
                 R, args.scaling_scheduler, args.scaling_users, args.scaling_steps,
-                args.scaling_large_steps, args.repeats)
+                args.scaling_large_steps, args.repeats, args.quick)
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; writing the sections that finished", file=sys.stderr)

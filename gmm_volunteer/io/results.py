@@ -144,7 +144,7 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         _check_shape(name, arr, shape)
         series[name] = arr.astype(dtype, copy=False)
 
-    latency = (requests["request_end"] - requests["request_start"]).astype(np.int64)
+    latency = (requests["request_end"] - requests["request_start"]).astype(np.int64, copy=False)
     # Units differ per resource: the coordinate resource_unit holds them (conventions).
     per_resource_units = {"units_coordinate": "resource_unit"}
     data_vars = {

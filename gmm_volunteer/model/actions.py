@@ -114,9 +114,11 @@ def finish_ready_requests(S, P, t):
     """Finish requests whose subtasks are all done (u^{y,pi} = finish); returns count."""
     n = 0
     k = 0
-    while k < S.n_rq[0]:
-        i = S.rq_list[k]
-        if S.rq_ndone[i] == P.task_nsub[S.rq_type[i]]:
+    # Arrays bound once (numba counts references on each S.x / P.x read in a loop).
+    n_rq, rq_list, rq_ndone, rq_type, task_nsub = S.n_rq, S.rq_list, S.rq_ndone, S.rq_type, P.task_nsub
+    while k < n_rq[0]:
+        i = rq_list[k]
+        if rq_ndone[i] == task_nsub[rq_type[i]]:
             clear_slots(S, P, i, t)  # results are done; nothing to cancel
             end_request(S, P, i, t, OUT_COMPLETED)
             start_think(S, P, i, t + 1)
@@ -132,9 +134,10 @@ def pending_requests_fifo(S):
     """Users with an active request, oldest request first (ties: lower user first)."""
     # Sort (start, user) keys in place and decode: one array, no index permutation.
     users = np.empty(S.n_rq[0], np.int64)
+    rq_list, rq_start = S.rq_list, S.rq_start
     for k in range(users.size):
-        i = S.rq_list[k]
-        users[k] = S.rq_start[i] * (1 << 31) + i
+        i = rq_list[k]
+        users[k] = rq_start[i] * (1 << 31) + i
     users.sort()
     for k in range(users.size):
         users[k] &= (1 << 31) - 1

@@ -87,6 +87,13 @@ def _init_state(S, P, online, age, next_change):
             start_think(S, P, i, 0)
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a`."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 CHUNK = 1000  # steps per fused-runner call: progress updates and Ctrl-C come between chunks
 
 
@@ -273,19 +280,23 @@ class Simulation:
             "autoscaler": cfg.autoscaler,
             "wall_time_s": wall_time_s,
         }
+        # Views, not copies: the log and the series are append-only (a later step writes
+        # past n and T, a growing pool copies into new arrays), so the record stays as it
+        # is while the run goes on, and a million users' log is not held twice. Read-only,
+        # so that no reader of the record can write into the run's state.
         return RunRecord(
-            request_user=S.lg_user[:n].copy(),
-            request_type=S.lg_type[:n].copy(),
-            request_start=S.lg_start[:n].copy(),
-            request_end=S.lg_end[:n].copy(),
-            request_outcome=S.lg_out[:n].copy(),
-            online_users=S.ser_online[:T].copy(),
-            active_requests=S.ser_active[:T].copy(),
-            server_allocation=S.ser_salloc[:T].copy(),
-            server_consumption=S.ser_scons[:T].copy(),
-            user_consumption=S.ser_ucons[:T].copy(),
-            subtask_events=S.ser_ev[:T].copy(),
-            completed_work=S.ser_work[:T].copy(),
+            request_user=_frozen(S.lg_user[:n]),
+            request_type=_frozen(S.lg_type[:n]),
+            request_start=_frozen(S.lg_start[:n]),
+            request_end=_frozen(S.lg_end[:n]),
+            request_outcome=_frozen(S.lg_out[:n]),
+            online_users=_frozen(S.ser_online[:T]),
+            active_requests=_frozen(S.ser_active[:T]),
+            server_allocation=_frozen(S.ser_salloc[:T]),
+            server_consumption=_frozen(S.ser_scons[:T]),
+            user_consumption=_frozen(S.ser_ucons[:T]),
+            subtask_events=_frozen(S.ser_ev[:T]),
+            completed_work=_frozen(S.ser_work[:T]),
             request_type_names=tuple(t.name for t in self.bundle.task_types),
             attrs=attrs,
             dedicated_capacity=self.control.capacity_series(T),

@@ -91,9 +91,11 @@ def estimate_memory(cfg, bundle) -> int:
 
     The state's arrays grow linearly in users and steps (measured on small allocations
     of the same bundle and extrapolated); to them are added the request log at the
-    expected request rate and the copies of the per-step series and the log made when
-    the result is built. (A run of 10^6 users over 50 steps: about 3.9 GB estimated,
-    3.3 GB measured at its peak.)
+    expected request rate with a quarter to spare (one request per mean think time of
+    an online user; the median when the mean is infinite), the latencies computed when
+    the store is written, and the per-step series twice. (0.6.x, 10^6 users over 2,000
+    steps: 1.20 GB measured at the peak of `gmmv run`; the log adds 30 bytes per
+    request, about 1,200 a step: README "Speed".)
     """
     restart = 1 if cfg.allocation.restart == "freeze" else 0
     small, big = 1_001, 2_001
@@ -105,10 +107,13 @@ def estimate_memory(cfg, bundle) -> int:
     state = base + per_node * (nodes - small) + per_step * (steps - 1)
     on, off = cfg.availability.online.mean(), cfg.availability.offline.mean()
     p_on = 1.0 if math.isinf(on) else (0.0 if math.isinf(off) else on / (on + off))
-    cycle = max(1.0, cfg.requests.think_time.median())
-    log_entries = nodes * steps * p_on / cycle
-    log_bytes = 22 * log_entries  # user, type, start, end, outcome
-    return int(state + 3 * log_bytes + 2 * per_step * steps)
+    think = cfg.requests.think_time.mean()
+    cycle = max(1.0, think if math.isfinite(think) else cfg.requests.think_time.median())
+    log_entries = 1.25 * nodes * steps * p_on / cycle
+    # The log (user 4, type 1, start 8, end 8, outcome 1, accuracy 8 bytes) is held once
+    # (the record holds views of it), and the store's latency column adds 8 + 1 more.
+    log_bytes = (30 + 9) * log_entries
+    return int(state + log_bytes + 2 * per_step * steps)
 
 
 def _gb(n: float) -> str:

@@ -77,12 +77,40 @@ def merge_table_size(batch_capacity: int) -> int:
     return 1 << int(4 * batch_capacity - 1).bit_length()
 
 
+LOG_PRESIZE = 1 << 22  # request-log entries (about 120 MB) above which the log is pre-sized
+
+
+def expected_requests(P, steps: int) -> int:
+    """About how many requests a run of `steps` steps ends: online users x steps / mean
+    think time (a request is at least one think time apart from the user's previous one),
+    from the stationary share of online users; 0 when a law has no finite mean."""
+    from gmm_volunteer.model import laws
+
+    try:
+        m_on, m_off = laws.mean(P.on_law), laws.mean(P.off_law)
+        m_think = laws.mean(P.think_law)
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return 0
+    if not all(np.isfinite(x) and x > 0 for x in (m_on, m_off, m_think)):
+        return 0
+    return int(P.n_users * m_on / (m_on + m_off) * steps / max(m_think, 1.0))
+
+
 def allocate(P: Params, steps: int) -> State:
     """Empty state for `P` and a run of `steps` steps (everything offline, no requests)."""
     V, J, S = P.n_nodes, P.n_sub, P.max_slots
     b_cap = max(256, V // 2)
     d_cap = max(256, V // 4)
+    # The request log is the one structure that grows with the horizon (the run's output:
+    # 30 bytes per ended request). A large one is sized from the requests the run should
+    # end, with room to spare, so that it seldom grows: growing copies it, and a copy of
+    # a million users' log late in a run would double its memory for a moment. Capacity
+    # costs address space only (`_i`: pages are mapped when first written). Small logs
+    # start small and grow as they always did.
     lg_cap = max(1024, V * 4)
+    expected = int(1.5 * expected_requests(P, steps))
+    if expected > LOG_PRESIZE:
+        lg_cap = max(lg_cap, expected)
     heap_a = V + 1
     heap_r = 4 * V + 16  # lazy deletion leaves stale entries; grown when needed
     st = State(
@@ -221,10 +249,13 @@ _POOL_GROUPS = {
 _LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out", "lg_acc")
 
 
-def _grow_array(a: np.ndarray, new_len: int, fill) -> np.ndarray:
+def _grow_array(a: np.ndarray, new_len: int, fill, used: int | None = None) -> np.ndarray:
+    """`a` enlarged to `new_len` rows; only its first `used` rows (all by default) are
+    copied, the rest of a zero-filled array is left unwritten (and so unmapped)."""
     shape = (new_len,) + a.shape[1:]
     out = np.zeros(shape, a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
-    out[: a.shape[0]] = a
+    n = a.shape[0] if used is None else used
+    out[:n] = a[:n]
     return out
 
 
@@ -275,7 +306,8 @@ def grow_if_needed(st: State, P: Params, t: int) -> State:
     if st.n_lg[0] + V + 8 > st.lg_user.shape[0]:
         for f in _LOG_FIELDS:
             arr = getattr(st, f)
-            changes[f] = _grow_array(arr, max(arr.shape[0] * 2, int(st.n_lg[0]) + V + 8), 0)
+            changes[f] = _grow_array(arr, max(arr.shape[0] * 2, int(st.n_lg[0]) + V + 8), 0,
+                                     used=int(st.n_lg[0]))
     if st.rh_n[0] + 2 * V + 8 > st.rh_t.shape[0]:
         for f in ("rh_t", "rh_v", "rh_tok"):
             arr = getattr(st, f)

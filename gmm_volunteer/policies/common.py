@@ -10,7 +10,7 @@ from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
 
 from gmm_volunteer.model.actions import free_memory, free_storage, marginal_memory, start_download
-from gmm_volunteer.model.params import EMPTY
+from gmm_volunteer.model.params import DOWNLOAD, EMPTY, EXECUTION, MAX_BATCH_TABLE, MEMORY
 
 
 @kernel
@@ -67,19 +67,59 @@ def candidate(S, j, idx):
 def pick_uniform_feasible(S, P, j, t, tries):
     """A node drawn uniformly among those that can run j now and have free memory for
     its marginal estimate; -1 if none. Rejection sampling first, then an exact scan; the
-    result is uniform over the feasible set either way."""
+    result is uniform over the feasible set either way.
+
+    The test, `free_memory(S, v) >= marginal_memory(S, P, v, j, t)` (model.actions), is
+    written out on arrays bound once per call: numba counts references on each `S.x` /
+    `P.x` read and on each array passed to a helper, and a placement tries up to `tries`
+    nodes. Iterations 0..tries-1 are the random tries, the next n the exact scan."""
     n = S.hd_n[j] + 1
-    for _ in range(tries):
-        v = candidate(S, j, randint(S.rng, STREAM_SCHEDULER, n))
-        if free_memory(S, v) >= marginal_memory(S, P, v, j, t):
-            return v
-    feasible = np.empty(n, np.int64)
+    hd_list, rng = S.hd_list, S.rng
+    alloc, committed, mem_est = S.alloc, S.nd_committed, P.mem_est
+    mg_key, mg_id, mg_t = S.mg_key, S.mg_id, S.mg_t
+    b_node, b_sub, b_phase, b_born, b_age, b_size = S.b_node, S.b_sub, S.b_phase, S.b_born, S.b_age, S.b_size
+    n_sub, batching, holders = P.n_sub, P.batching, n - 1
+    mask = mg_key.shape[0] - 1
+    feasible = np.empty(0, np.int64)
     m = 0
-    for idx in range(n):
-        v = candidate(S, j, idx)
-        if free_memory(S, v) >= marginal_memory(S, P, v, j, t):
+    for it in range(tries + n):
+        if it < tries:
+            idx = randint(rng, STREAM_SCHEDULER, n)
+        else:
+            if it == tries:
+                feasible = np.empty(n, np.int64)
+            idx = it - tries
+        v = 0 if idx == holders else hd_list[j, idx]  # `candidate`
+        # `new_batch_size`: the batch of (v, j, first phase) formed in step t, from the
+        # merge table as `ops.batch_born_now` finds it
+        phase = EXECUTION if v == 0 else DOWNLOAD
+        size = 0
+        if batching:
+            key = (np.int64(v) * n_sub + j) * 4 + phase
+            x = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+            h = np.int64((x ^ (x >> np.uint64(32))) & np.uint64(mask))
+            while mg_t[h] == t and mg_key[h] != key:
+                h = (h + 1) & mask
+            b = mg_id[h] if mg_t[h] == t else -1
+            if (b >= 0 and b_node[b] == v and b_sub[b] == j and b_phase[b] == phase
+                    and b_born[b] == t and b_age[b] == 0):
+                size = b_size[b]
+        # `ops.mem_estimate` of size + 1 and size
+        if size + 1 <= MAX_BATCH_TABLE:
+            m1 = mem_est[j, size + 1]
+        else:
+            top = mem_est[j, MAX_BATCH_TABLE]
+            m1 = top + (top - mem_est[j, MAX_BATCH_TABLE - 1]) * (size + 1 - MAX_BATCH_TABLE)
+        if size <= MAX_BATCH_TABLE:
+            m0 = mem_est[j, size]
+        else:
+            top = mem_est[j, MAX_BATCH_TABLE]
+            m0 = top + (top - mem_est[j, MAX_BATCH_TABLE - 1]) * (size - MAX_BATCH_TABLE)
+        if alloc[v, MEMORY] - committed[v] >= m1 - m0:
+            if it < tries:
+                return v
             feasible[m] = v
             m += 1
     if m == 0:
         return -1
-    return feasible[randint(S.rng, STREAM_SCHEDULER, m)]
+    return feasible[randint(rng, STREAM_SCHEDULER, m)]

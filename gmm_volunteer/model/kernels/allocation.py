@@ -93,12 +93,48 @@ def _draw_row(S, P, row, v, t):
 @kernel
 def allocation_restart(S, P, v, t):
     """Node v's allocation history starts afresh before step t, after a burn-in of
-    `allocation.burn_in_steps` draws (docs/model.md)."""
+    `allocation.burn_in_steps` draws (docs/model.md).
+
+    The draws of `_draw_row` at phases t - burn_in .. t - 1, written out with the arrays
+    bound once (numba counts references on each `S.x` / `P.x` read in a loop, more than
+    the arithmetic here costs) and the innovations drawn as one block (the same values,
+    in the same order, as one `normal` per draw). Only the last draw's allocation
+    remains, so only it is mapped to a fraction."""
     row = node_row(S, v)
-    S.al_y[:, row] = 0.0
-    S.al_e[:, row] = 0.0
-    for b in range(P.burn_in):
-        _draw_row(S, P, row, v, t - P.burn_in + b)
+    al_y, al_e = S.al_y, S.al_e
+    al_y[:, row] = 0.0
+    al_e[:, row] = 0.0
+    nb = P.burn_in
+    if nb <= 0:
+        return
+    cls = 0 if v == 0 else 1
+    amax = S.srv_cap if v == 0 else P.amax[1]
+    alloc = S.alloc
+    if P.al_const[cls]:
+        for r in range(N_RES):
+            alloc[v, r] = _constant(P, cls, r) * amax[r]
+        return
+    stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
+    raw = np.empty(nb * N_RES)
+    fill_normals(S.rng, stream, raw, nb * N_RES)
+    al_p, al_q, al_ar, al_ma, al_sigma = P.al_p, P.al_q, P.al_ar, P.al_ma, P.al_sigma
+    al_yoff, al_eoff = P.al_yoff, P.al_eoff
+    for b in range(nb):
+        tb = t - nb + b
+        for r in range(N_RES):
+            py, qe = al_p[r] + 1, al_q[r] + 1
+            eps = al_sigma[r] * raw[b * N_RES + r]
+            z = eps
+            for i in range(al_p[r]):
+                z += al_ar[r, i] * al_y[al_yoff[r] + (tb - 1 - i) % py, row]
+            for j in range(al_q[r]):
+                z += al_ma[r, j] * al_e[al_eoff[r] + (tb - 1 - j) % qe, row]
+            al_y[al_yoff[r] + tb % py, row] = z
+            al_e[al_eoff[r] + tb % qe, row] = eps
+    tl = t - 1
+    for r in range(N_RES):
+        z = al_y[al_yoff[r] + tl % (al_p[r] + 1), row]
+        alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
 
 
 @kernel
@@ -175,10 +211,15 @@ def step_allocations(S, P, t):
         else:
             alloc[0, r] = _constant(P, 0, r) * cap[r]
     if hi > 1:
+        # `_fraction` written out with the parameter arrays bound once (see
+        # allocation_restart)
+        al_mean, al_sd, al_zm, al_zsd, al_lam = P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam
         for row in range(1, n):
             v = on_list[row - 1]
             for r in range(N_RES):
-                alloc[v, r] = _fraction(P, 1, r, al_y[slot[r], row]) * amax[1, r]
+                frac = al_mean[1, r] + al_sd[1, r] * yeo_johnson_inverse(
+                    al_zm[r] + al_zsd[r] * al_y[slot[r], row], al_lam[r])
+                alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[1, r]
     else:
         for row in range(1, n):
             v = on_list[row - 1]

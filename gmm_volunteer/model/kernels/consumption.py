@@ -111,28 +111,6 @@ def _level(S, P, stage, v, size):
     return S.alloc[v, BAND_OUT]
 
 
-@kernel
-def _node_totals(S):
-    """Per-node sums of the active batches and the running downloads (nd_cons)."""
-    nd_cons, touched = S.nd_cons, S.nd_touched
-    for k in range(S.n_touched[0]):
-        v = touched[k]
-        for r in range(N_CRES):
-            nd_cons[v, r] = 0.0
-    b_list, b_node, b_cons = S.b_list, S.b_node, S.b_cons
-    for k in range(S.n_b[0]):
-        b = b_list[k]
-        v = b_node[b]
-        for r in range(N_CRES):
-            nd_cons[v, r] += b_cons[b, r]
-    dl_run, dl_node, dl_cons = S.dl_run, S.dl_node, S.dl_cons
-    for k in range(S.n_dlrun[0]):
-        d = dl_run[k]
-        v = dl_node[d]
-        for r in range(N_CRES):
-            nd_cons[v, r] += dl_cons[d, r]
-
-
 @njit(cache=True, inline="always")
 def _scale(cons, a, v, S, g_in, g_out):
     """Apply node factors (and, for user transfers, the server-side ones) to row a."""
@@ -249,69 +227,196 @@ def step_consumption(S, P, t):
         n_eps += n_has[b_phase[b_list[k]]]
     nrm = S.cs_normals
     fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
+    # The samples: what `_sample` does for each batch, then each running download, written
+    # out here with every array bound once before the loops. numba counts references to
+    # the arrays of the state and the parameters: each `S.x` or `P.x` read, or array
+    # passed to a call, in a loop costs a pair of atomic operations per iteration, which
+    # took more time than the arithmetic (docs/model.md, "Speed"). Same arithmetic, same
+    # order. Each sample is added to its node's total as it is drawn (a node's total is
+    # zeroed when the step first meets it): the sums and order of a pass over the batches
+    # and then the downloads after the sampling.
+    n_levels, knots, level_kind, st_mean, st_sd, has = P.n_levels, P.levels, P.level_kind, P.st_mean, P.st_sd, P.cs_has
+    cs_ar, cs_ma, bt_mean, bt_sd, cs_sigma, cs_p, cs_q = P.cs_ar, P.cs_ma, P.bt_mean, P.bt_sd, P.cs_sigma, P.cs_p, P.cs_q
+    cs_yoff, cs_ymask, cs_eoff, cs_emask = P.cs_yoff, P.cs_ymask, P.cs_eoff, P.cs_emask
+    cs_zm, cs_zsd, cs_lam, idw_power, sub_type = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power, P.sub_type
+    b_h, b_cons, nd_cons, alloc, dl_h, dl_age = S.b_h, S.b_cons, S.nd_cons, S.alloc, S.dl_h, S.dl_age
+    nd_tstamp, nd_touched, n_touched = S.nd_tstamp, S.nd_touched, S.n_touched
+    n_b = S.n_b[0]
     at = 0
-    b_h, b_cons, sub_type = S.b_h, S.b_cons, P.sub_type
-    for k in range(S.n_b[0]):
-        b = b_list[k]
-        v = b_node[b]
-        _touch(S, v, t)
-        stage = b_phase[b]  # phases 1..3 use consumption stages 1..3
-        level = _level(S, P, stage, v, b_size[b])
-        at = _sample(P, nrm, at, stage, sub_type[b_sub[b]], level, b_size[b], b_h, b, t - b_born[b], b_cons, w)
-    for k in range(n_run):
-        d = dl_run[k]
-        v = dl_node[d]
-        _touch(S, v, t)
-        level = _level(S, P, STAGE_DATA, v, 1)
-        at = _sample(P, nrm, at, STAGE_DATA, sub_type[dl_sub[d]], level, 1, S.dl_h, d, S.dl_age[d], dl_cons, w)
+    for src in range(2):  # 0: the active batches, 1: the running downloads
+        hist, out, n_src = (b_h, b_cons, n_b) if src == 0 else (dl_h, dl_cons, n_run)
+        for k in range(n_src):
+            if src == 0:
+                a = b_list[k]
+                v = b_node[a]
+                stage = b_phase[a]  # phases 1..3 use consumption stages 1..3
+                size = b_size[a]
+                m = sub_type[b_sub[a]]
+                pos = t - b_born[a]
+            else:
+                a = dl_run[k]
+                v = dl_node[a]
+                stage = STAGE_DATA
+                size = 1
+                m = sub_type[dl_sub[a]]
+                pos = dl_age[a]
+            if nd_tstamp[v] != t:  # `_touch`
+                nd_tstamp[v] = t
+                nd_touched[n_touched[0]] = v
+                n_touched[0] += 1
+                for r in range(N_CRES):
+                    nd_cons[v, r] = 0.0
+            kind = level_kind[stage]  # `_level`
+            if kind == LEVEL_BATCH:
+                level = float(size)
+            elif kind == LEVEL_BAND_IN:
+                level = alloc[v, BAND_IN]
+            else:
+                level = alloc[v, BAND_OUT]
+            nl = n_levels[stage]
+            tabulated = kind == LEVEL_BATCH and size <= MAX_BATCH_TABLE
+            if not tabulated:  # `idw_weights` at the level clamped to the knots
+                q = min(max(level, knots[stage, 0]), knots[stage, nl - 1])
+                exact = -1
+                for i in range(nl):
+                    dq = abs(q - knots[stage, i])
+                    if dq < 1e-12:
+                        exact = i
+                        break
+                    w[i] = 1.0 / (dq * dq) if idw_power == 2.0 else 1.0 / dq**idw_power
+                if exact >= 0:
+                    for i in range(nl):
+                        w[i] = 0.0
+                    w[exact] = 1.0
+                else:
+                    sw = 0.0
+                    for i in range(nl):
+                        sw += w[i]
+                    for i in range(nl):
+                        w[i] /= sw
+            band = BAND_IN if kind == LEVEL_BAND_IN else (BAND_OUT if kind == LEVEL_BAND_OUT else -1)
+            for r in range(N_CRES):
+                if not has[stage, r]:
+                    out[a, r] = 0.0
+                    continue
+                mean = 0.0
+                sd = 0.0
+                if tabulated:
+                    mean = bt_mean[stage, m, size, r]
+                    sd = bt_sd[stage, m, size, r]
+                elif r == band:
+                    for l in range(nl):
+                        mean += w[l] * st_mean[stage, m, r, l] / knots[stage, l]
+                        sd += w[l] * st_sd[stage, m, r, l] / knots[stage, l]
+                    mean *= level
+                    sd *= level
+                else:
+                    for l in range(nl):
+                        mean += w[l] * st_mean[stage, m, r, l]
+                        sd += w[l] * st_sd[stage, m, r, l]
+                eps = cs_sigma[stage, r] * nrm[at]
+                at += 1
+                # `arma_next`
+                p, qq = cs_p[stage, r], cs_q[stage, r]
+                yo, ym, eo, em = cs_yoff[stage, r], cs_ymask[stage, r], cs_eoff[stage, r], cs_emask[stage, r]
+                z = eps
+                for i in range(p):
+                    z += cs_ar[stage, r, i] * hist[a, yo + ((pos - 1 - i) & ym)]
+                for j in range(qq):
+                    z += cs_ma[stage, r, j] * hist[a, eo + ((pos - 1 - j) & em)]
+                if p > 0:
+                    hist[a, yo + (pos & ym)] = z
+                if qq > 0:
+                    hist[a, eo + (pos & em)] = eps
+                val = arma_value(z, cs_zm[stage, r], cs_zsd[stage, r], cs_lam[stage, r], mean, sd)
+                out[a, r] = val if val > 0.0 else 0.0
+            for r in range(N_CRES):
+                nd_cons[v, r] += out[a, r]
     S.n_dlrun[0] = n_run
-    _node_totals(S)
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
     # is the node's virtual time (cpu_share_time), the share of a consumer that does not
-    # finish inside the step.
+    # finish inside the step (1 when the node's CPU demand fits: no call needed).
+    nd_fac = S.nd_fac
     u_in = 0.0
     u_out = 0.0
-    for k in range(S.n_touched[0]):
-        v = S.nd_touched[k]
+    for k in range(n_touched[0]):
+        v = nd_touched[k]
         for f, r in ((0, BAND_IN), (1, BAND_OUT)):
-            c = S.nd_cons[v, r]
-            S.nd_fac[v, f] = S.alloc[v, r] / c if c > S.alloc[v, r] else 1.0
-        S.nd_fac[v, 2] = cpu_share_time(S, P, v, S.alloc[v, CPU], S.nd_cons[v, CPU])
+            c = nd_cons[v, r]
+            nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
+        cap, dem = alloc[v, CPU], nd_cons[v, CPU]
+        nd_fac[v, 2] = 1.0 if dem <= cap else cpu_share_time(S, P, v, cap, dem)
         if v > 0:
-            u_in += S.nd_cons[v, BAND_IN] * S.nd_fac[v, 0]
-            u_out += S.nd_cons[v, BAND_OUT] * S.nd_fac[v, 1]
+            u_in += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
     # User downloads come from the server's outbound link, uploads go to its inbound one.
-    g_in = S.alloc[0, BAND_OUT] / u_in if u_in > S.alloc[0, BAND_OUT] else 1.0
-    g_out = S.alloc[0, BAND_IN] / u_out if u_out > S.alloc[0, BAND_IN] else 1.0
-    for k in range(S.n_b[0]):
+    g_in = alloc[0, BAND_OUT] / u_in if u_in > alloc[0, BAND_OUT] else 1.0
+    g_out = alloc[0, BAND_IN] / u_out if u_out > alloc[0, BAND_IN] else 1.0
+    # The node totals of what is used, added as each consumer's use is settled
+    # (batches, then downloads, as the samples were).
+    for k in range(n_touched[0]):
+        v = nd_touched[k]
+        for r in range(N_CRES):
+            nd_cons[v, r] = 0.0
+    b_done, b_eps, nd_work, wk_mean = S.b_done, S.b_eps, S.nd_work, P.wk_mean
+    sub_in_mb, sub_out_mb, sub_data_mb, rd_mb = P.sub_in_mb, P.sub_out_mb, P.sub_data_mb, S.rd_mb
+    for k in range(n_b):
         b = b_list[k]
         v = b_node[b]
         # The CPU demand before the share: an executing batch finishes iff its remaining
         # work takes at most the node's virtual time at full demand.
         demand = b_cons[b, CPU]
-        _scale(b_cons, b, v, S, g_in, g_out)
+        # `_scale`: the node's factors, and for a user's transfers the server's
+        b_cons[b, BAND_IN] *= nd_fac[v, 0]
+        b_cons[b, BAND_OUT] *= nd_fac[v, 1]
+        b_cons[b, CPU] *= nd_fac[v, 2]
+        if v > 0:
+            b_cons[b, BAND_IN] *= g_in
+            b_cons[b, BAND_OUT] *= g_out
         ph = b_phase[b]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
-        need = _remaining(S, P, b)
+        # `_remaining`: (1 - done) x the phase's work (`ops.phase_work`)
+        j, n = b_sub[b], b_size[b]
         if ph == EXECUTION:
-            done = demand > 0.0 and need / demand <= S.nd_fac[v, 2]
+            if n <= MAX_BATCH_TABLE:  # `ops.work_mean`
+                wm = wk_mean[j, n]
+            else:
+                top = wk_mean[j, MAX_BATCH_TABLE]
+                wm = top + (top - wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
+            work = 100.0 * wm * b_eps[b]
+        elif ph == DOWNLOAD:
+            work = 8.0 * n * sub_in_mb[j]
+        else:
+            work = 8.0 * n * sub_out_mb[j]
+        need = (1.0 - b_done[b]) * work
+        if ph == EXECUTION:
+            done = demand > 0.0 and need / demand <= nd_fac[v, 2]
         else:
             done = need <= b_cons[b, r]
         if done:
             b_cons[b, r] = need  # used only what it needed (over the 1 s step)
-            S.b_done[b] = 1.0
+            b_done[b] = 1.0
         elif need > 0.0:
-            S.b_done[b] += (1.0 - S.b_done[b]) * b_cons[b, r] / need
+            b_done[b] += (1.0 - b_done[b]) * b_cons[b, r] / need
         if ph == EXECUTION:
-            S.nd_work[v] += b_cons[b, CPU] / 100.0
+            nd_work[v] += b_cons[b, CPU] / 100.0
+        for r in range(N_CRES):
+            nd_cons[v, r] += b_cons[b, r]
     for k in range(n_run):
         d = dl_run[k]
-        _scale(dl_cons, d, dl_node[d], S, g_in, g_out)
+        v = dl_node[d]
+        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
+        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
+        dl_cons[d, CPU] *= nd_fac[v, 2]
+        if v > 0:
+            dl_cons[d, BAND_IN] *= g_in
+            dl_cons[d, BAND_OUT] *= g_out
         # A download that completes uses only the missing bytes.
-        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[dl_node[d], dl_sub[d]])
+        missing = 8.0 * (sub_data_mb[dl_sub[d]] - rd_mb[v, dl_sub[d]])
         if dl_cons[d, BAND_IN] > missing:
             dl_cons[d, BAND_IN] = missing
-    _node_totals(S)
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
     # Record c_t before the executor acts (paper 3.2, Fig. 4).
     ucons = np.zeros(N_CRES)
     for k in range(S.n_touched[0]):
@@ -334,19 +439,22 @@ def step_completions(S, P, t):
     """Factors d^x, x and d^y, y: downloads accumulate, batches whose phase work is done
     advance (the work of a finished execution is counted in `ser_work`)."""
     # The downloads that ran in this step's consumption, latest in the list first.
+    dl_run = S.dl_run
     for k in range(S.n_dlrun[0] - 1, -1, -1):
-        accumulate_download(S, P, S.dl_run[k], t)
+        accumulate_download(S, P, dl_run[k], t)
     S.n_dlrun[0] = 0
     # Iterate backwards: a phase change never creates a batch (it transitions in place or
     # merges into one already visited), so a swap-remove only moves visited entries.
-    n0 = S.n_b[0]
+    # (Arrays bound once: no pool is replaced inside a step; see step_consumption.)
+    b_list, b_done, b_phase, b_node, b_age, n_b, ser_work = S.b_list, S.b_done, S.b_phase, S.b_node, S.b_age, S.n_b, S.ser_work
+    n0 = n_b[0]
     for k in range(n0 - 1, -1, -1):
-        if k >= S.n_b[0]:
+        if k >= n_b[0]:
             continue
-        b = S.b_list[k]
-        if S.b_done[b] >= 1.0:
-            if S.b_phase[b] == EXECUTION:
-                S.ser_work[t, 0 if S.b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
+        b = b_list[k]
+        if b_done[b] >= 1.0:
+            if b_phase[b] == EXECUTION:
+                ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
             batch_advance(S, P, b, t)
         else:
-            S.b_age[b] += 1
+            b_age[b] += 1
