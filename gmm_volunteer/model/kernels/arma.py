@@ -91,7 +91,7 @@ def batch_level_statistics(levels, n_levels, level_kind, st_mean, st_sd, idw_pow
     """IDW-interpolated scaling statistics of the batch-size stages for every batch size
     1..n_max, as (mean, sd) arrays [stage, subtask type, size, resource].
 
-    Same arithmetic as the per-sample interpolation in `consumption._sample`, so looking
+    Same arithmetic as the per-sample interpolation in `consumption.step_consumption`, so looking
     a batch's statistics up here gives the same numbers without the interpolation."""
     n_st, n_types, n_res, _ = st_mean.shape
     mean = np.zeros((n_st, n_types, n_max + 1, n_res))

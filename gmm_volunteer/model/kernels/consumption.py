@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.kernels.arma import arma_next, arma_value, idw_weights
+from gmm_volunteer.model.kernels.arma import arma_value
 from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
@@ -48,57 +48,6 @@ def _touch(S, v, t):
         S.n_touched[0] += 1
         for r in range(N_CRES):
             S.nd_cons[v, r] = 0.0
-
-
-@kernel(inline="always")
-def _sample(P, nrm, at, stage, m, level, size, hist, a, pos, out, w):
-    """Consumption of batch/download `a` (row of hist, out) at `level`; its
-    innovations are nrm[at], nrm[at + 1], ...; returns the index after the last used.
-
-    Statistics are IDW-interpolated at the level clamped to the measured range (IDW
-    does not extrapolate); batch-size levels up to MAX_BATCH_TABLE are looked up in
-    `P.bt_mean`/`P.bt_sd`, which hold the same interpolation. The bandwidth a transfer
-    uses is interpolated as a fraction of its level and rescaled to the node's actual
-    level, so a node with twice the bandwidth transfers twice as fast (docs/model.md).
-    Arrays are indexed in place: slicing a parameter row per sample costs more than the
-    arithmetic.
-    """
-    nl = P.n_levels[stage]
-    knots = P.levels
-    kind = P.level_kind[stage]
-    tabulated = kind == LEVEL_BATCH and size <= MAX_BATCH_TABLE
-    if not tabulated:
-        q = min(max(level, knots[stage, 0]), knots[stage, nl - 1])
-        idw_weights(q, knots[stage], nl, P.idw_power, w)
-    st_mean, st_sd, has = P.st_mean, P.st_sd, P.cs_has
-    band = BAND_IN if kind == LEVEL_BAND_IN else (BAND_OUT if kind == LEVEL_BAND_OUT else -1)
-    cs_ar, cs_ma = P.cs_ar, P.cs_ma
-    for r in range(N_CRES):
-        if not has[stage, r]:
-            out[a, r] = 0.0
-            continue
-        mean = 0.0
-        sd = 0.0
-        if tabulated:
-            mean = P.bt_mean[stage, m, size, r]
-            sd = P.bt_sd[stage, m, size, r]
-        elif r == band:
-            for l in range(nl):
-                mean += w[l] * st_mean[stage, m, r, l] / knots[stage, l]
-                sd += w[l] * st_sd[stage, m, r, l] / knots[stage, l]
-            mean *= level
-            sd *= level
-        else:
-            for l in range(nl):
-                mean += w[l] * st_mean[stage, m, r, l]
-                sd += w[l] * st_sd[stage, m, r, l]
-        eps = P.cs_sigma[stage, r] * nrm[at]
-        at += 1
-        z = arma_next(hist, a, pos, cs_ar, cs_ma, stage, r, P.cs_p[stage, r], P.cs_q[stage, r],
-                      P.cs_yoff[stage, r], P.cs_ymask[stage, r], P.cs_eoff[stage, r], P.cs_emask[stage, r], eps)
-        val = arma_value(z, P.cs_zm[stage, r], P.cs_zsd[stage, r], P.cs_lam[stage, r], mean, sd)
-        out[a, r] = val if val > 0.0 else 0.0
-    return at
 
 
 @njit(cache=True, inline="always")
@@ -227,8 +176,14 @@ def step_consumption(S, P, t):
         n_eps += n_has[b_phase[b_list[k]]]
     nrm = S.cs_normals
     fill_normals(S.rng, STREAM_CONSUMPTION, nrm, n_eps)
-    # The samples: what `_sample` does for each batch, then each running download, written
-    # out here with every array bound once before the loops. numba counts references to
+    # The samples, each batch's and then each running download's: statistics
+    # IDW-interpolated (`arma.idw_weights`) at the level clamped to the measured range (IDW
+    # does not extrapolate); batch-size levels up to MAX_BATCH_TABLE looked up in
+    # `P.bt_mean`/`P.bt_sd`, which hold the same interpolation; the bandwidth a transfer
+    # uses interpolated as a fraction of its level and rescaled to the node's actual level,
+    # so a node with twice the bandwidth transfers twice as fast (docs/model.md); then the
+    # recursion of `arma.arma_next` and `arma.arma_value`. Written out here with every
+    # array bound once before the loops. numba counts references to
     # the arrays of the state and the parameters: each `S.x` or `P.x` read, or array
     # passed to a call, in a loop costs a pair of atomic operations per iteration, which
     # took more time than the arithmetic (docs/model.md, "Speed"). Same arithmetic, same
