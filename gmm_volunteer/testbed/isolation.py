@@ -12,6 +12,8 @@ cgroup, namespace or link it did not make.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -20,6 +22,8 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 100_000
+CLONE_NEWNET = 0x40000000
+NETNS_DIRS = (Path("/run/netns"), Path("/var/run/netns"))
 
 
 class IsolationError(RuntimeError):
@@ -228,6 +232,41 @@ class Link:
         if "ns" in self.created:
             subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
         self.created.clear()
+
+
+def enter_netns(name: str) -> None:
+    """Move the calling thread into network namespace `name` (made by `ip netns add`);
+    threads and sockets it creates afterwards are inside. For a process that cannot be
+    started with `ip netns exec` (a multiprocessing worker: call it first thing)."""
+    path = next((d / name for d in NETNS_DIRS if (d / name).exists()), None)
+    if path is None:
+        raise IsolationError(f"network namespace {name!r} not found under /run/netns")
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise IsolationError(f"setns into {name!r} failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # the finally blocks remove what the run made
+
+
+@contextlib.contextmanager
+def interrupts_end_in_finally():
+    """Inside: SIGTERM, SIGINT and SIGHUP raise KeyboardInterrupt, so a kill or a closed
+    terminal unwinds through the caller's `finally` (which closes its `Resources`). A
+    background job's SIGINT is ignored by the shell that started it: ours is installed
+    anyway. The previous handlers come back on leaving."""
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Resources:

@@ -7,6 +7,10 @@ subtask data) is downloaded from the local rate-limited server (rate = level), r
 worker process does the downloads and samples its own CPU time, RSS, received bytes and
 written bytes at ~10 Hz; rows are aggregated per second. Output: downloads.csv.gz,
 levels.json, meta.json (traces/FORMAT.md).
+
+With `limited` (a `testbed.limits.LimitedWorker` with a link, `--testbed CONFIG`) the
+worker runs in a testbed device's cgroup and network namespace and downloads over its
+shaped link: one level, the link's band_in, set by `tc` (the server does not pace).
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ def read_column(path: str | os.PathLike, column: str) -> np.ndarray:
     return np.asarray(vals, dtype=float)
 
 
-def _worker(url: str, plan: list[tuple[int, float, str]], store_dir: str, chunk: int, sample_hz: float) -> dict:
-    """Fresh process: plan = [(run_id, level_mbps, blob path)]."""
+def _worker(url: str, plan: list[tuple[int, float, str]], store_dir: str, chunk: int, sample_hz: float,
+            url_rate: float | None = None) -> dict:
+    """Fresh process: plan = [(run_id, level_mbps, blob path)]; `url_rate` replaces the
+    level as the server's pace (a shaped link sets the rate)."""
     from .sampling import Sampler, http_get, per_second
 
     sampler = Sampler(sample_hz).start()
@@ -52,7 +58,8 @@ def _worker(url: str, plan: list[tuple[int, float, str]], store_dir: str, chunk:
         target = Path(store_dir) / f"run{run_id}.bin"
         t0 = sampler.mark()
         with open(target, "wb", buffering=0) as f:
-            n = http_get(f"{url}/blob/{blob}?rate={level:g}", sampler, read_size=chunk, sink=f)
+            pace = level if url_rate is None else url_rate
+            n = http_get(f"{url}/blob/{blob}?rate={pace:g}", sampler, read_size=chunk, sink=f)
             os.fsync(f.fileno())
         t1 = sampler.mark()
         time.sleep(0.05)
@@ -72,16 +79,22 @@ def _worker(url: str, plan: list[tuple[int, float, str]], store_dir: str, chunk:
 
 def collect_downloads(out_dir, resource_trace="traces/resources/resources.csv.gz", n_levels=4, fixed_levels=None,
                       types=None, repetitions=1, chunk_bytes=1024, model_dir=None, sample_hz=10.0,
-                      preliminary=False, iters=200, command=None, quiet=False) -> Path:
+                      preliminary=False, iters=200, command=None, quiet=False, limited=None) -> Path:
     from . import models
     from .server import LocalServer
-    from .subtasks import write_csv_gz
+    from .subtasks import UNPACED_MBPS, WorkerDiedError, write_csv_gz
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now(_dt.timezone.utc)
     wall0 = time.monotonic()
-    if fixed_levels:
+    if limited is not None:
+        if limited.link is None:
+            raise ValueError("a limited download collection needs a testbed device's shaped link")
+        levels = np.asarray([limited.limits.band_in_mbps], float)
+        thresholds = np.zeros(0)
+        source, n_samples, method = limited.limits.config, 0, "testbed link (band_in of the device, tc)"
+    elif fixed_levels:
         levels = np.asarray(sorted(fixed_levels), float)
         thresholds = (levels[:-1] + levels[1:]) / 2
         source, n_samples, method = None, 0, "fixed"
@@ -113,8 +126,18 @@ def collect_downloads(out_dir, resource_trace="traces/resources/resources.csv.gz
                     run_id += 1
         if not quiet:
             print(f"downloads: levels {use} Mbit/s, {len(plan)} downloads", file=sys.stderr, flush=True)
-        with LocalServer(root) as srv, cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-            res = ex.submit(_worker, srv.url, plan, store, chunk_bytes, sample_hz).result()
+        pool_init = ({"initializer": limited.initializer, "initargs": limited.initargs}
+                     if limited is not None else {})
+        host = limited.host if limited is not None else "127.0.0.1"
+        url_rate = UNPACED_MBPS if limited is not None else None
+        with LocalServer(root, host=host) as srv, \
+                cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), **pool_init) as ex:
+            try:
+                res = ex.submit(_worker, srv.url, plan, store, chunk_bytes, sample_hz, url_rate).result()
+            except cf.process.BrokenProcessPool:
+                raise WorkerDiedError("the download worker ended before its downloads were done"
+                                      + (f" (OOM kills in its cgroup: {limited.report()['oom_kills']})"
+                                         if limited is not None else "")) from None
     write_csv_gz(out / "downloads.csv.gz", COLUMNS, res["rows"])
     file_type = {f"models/{paths[t].name}": t for t in types}
     for r in res["runs"]:
@@ -128,5 +151,6 @@ def collect_downloads(out_dir, resource_trace="traces/resources/resources.csv.gz
         "date": started.isoformat(timespec="seconds"), "command": command or " ".join(sys.argv),
         "wall_s": round(time.monotonic() - wall0, 1), "chunk_bytes": chunk_bytes, "sample_hz": sample_hz,
         "repetitions": repetitions, "types": types, "runs": res["runs"],
+        **({"limits": limited.describe(), "limits_counted": limited.report()} if limited is not None else {}),
     }, indent=2) + "\n")
     return out

@@ -155,3 +155,44 @@ def collect_resources(
     info["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
     return gz_path
+
+
+def limits_resources(out_dir: str | os.PathLike, limits, interval: float = 3.0, duration: float = 3700.0,
+                     n_samples: int | None = None, command: str | None = None) -> Path:
+    """The resources trace of a testbed node (`gmmv collect resources --testbed CONFIG`).
+
+    What a node offers for volunteering is, in the testbed, the limits the kernel holds
+    it to (`testbed.limits.NodeLimits`: CPU quota, memory limit, link rates, and the
+    storage allocation, which the testbed does not limit): nothing else runs inside
+    them, so every sample is the same and nothing is measured or waited for. machine.json
+    gives the limits as the capacity, so the fitted allocation is the fraction 1 (sd 0)
+    that `allocation: dedicated` means; the testbed's configs use that, and the fit needs
+    the file only because every bundle has an allocation block.
+    """
+    from gmm_volunteer.testbed.limits import resource_rows
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n = n_samples if n_samples is not None else max(1, int(round(duration / interval)))
+    rows = resource_rows(limits, interval, n)
+    with gzip.open(out / "resources.csv.gz", "wt") as f:
+        f.write(",".join(COLUMNS) + "\n")
+        for row in rows:
+            f.write(",".join(f"{v:g}" for v in row) + "\n")
+    cores = procstat.n_cores()
+    info = {
+        "capacity": {"band_in_mbps": limits.band_in_mbps, "band_out_mbps": limits.band_out_mbps,
+                     "cpu_pct": limits.cpu_pct, "memory_mb": limits.memory_mb, "storage_mb": limits.storage_mb},
+        "cpu_model": procstat.cpu_model(), "cores": cores,
+        "ram_mb": round(procstat.meminfo_mb().get("MemTotal", 0.0), 1),
+        "os": f"{platform.system()} {platform.release()} ({platform.platform()})",
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command or " ".join(sys.argv),
+        "interval_s": interval, "duration_s": n * interval, "n_samples": n, "status": "complete",
+        "source": (f"configured limits of the testbed's {limits.node} node in {limits.config}, not measured: "
+                   "a testbed node offers exactly its cgroup quota, memory limit and link rates"),
+        "limits": limits.as_dict(),
+    }
+    (out / "machine.json").write_text(json.dumps(info, indent=2) + "\n")
+    return out / "resources.csv.gz"

@@ -161,23 +161,25 @@ class _Server(ThreadingHTTPServer):
             return b
 
 
-def _serve(root: str, port_q) -> None:
-    srv = _Server(("127.0.0.1", 0), Path(root))
+def _serve(root: str, port_q, host: str = "127.0.0.1") -> None:
+    srv = _Server((host, 0), Path(root))
     port_q.put(srv.server_address[1])
     srv.serve_forever(poll_interval=0.2)
 
 
 class LocalServer:
-    """Context manager: the rate-limited server in a child process on 127.0.0.1."""
+    """Context manager: the rate-limited server in a child process on `host` (the
+    loopback by default; the host end of a testbed link for a limited collection)."""
 
-    def __init__(self, root: str | Path, in_process: bool = False):
+    def __init__(self, root: str | Path, in_process: bool = False, host: str = "127.0.0.1"):
         self.root = str(root)
         self.in_process = in_process
+        self.host = host
         self.port: int | None = None
 
     def __enter__(self) -> "LocalServer":
         if self.in_process:
-            self._srv = _Server(("127.0.0.1", 0), Path(self.root))
+            self._srv = _Server((self.host, 0), Path(self.root))
             self.port = self._srv.server_address[1]
             self._th = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True)
@@ -185,7 +187,7 @@ class LocalServer:
         else:
             ctx = mp.get_context("spawn")
             q = ctx.Queue()
-            self._proc = ctx.Process(target=_serve, args=(self.root, q), daemon=True)
+            self._proc = ctx.Process(target=_serve, args=(self.root, q, self.host), daemon=True)
             self._proc.start()
             self.port = q.get(timeout=60)
         return self
@@ -207,4 +209,4 @@ class LocalServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"

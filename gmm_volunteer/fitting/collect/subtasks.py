@@ -9,6 +9,11 @@ another model's, and torch is never loaded in it); the worker samples its own CP
 RSS and transferred bytes at ~10 Hz and at every phase boundary. The server runs in
 another process. Output: catalog.json, runs.csv.gz, consumption.csv.gz, meta.json
 (traces/FORMAT.md).
+
+With `limited` (a `testbed.limits.LimitedWorker`, `--testbed CONFIG`) every worker joins
+a testbed node's cgroup before it starts, and for a user device the server listens on
+the host end of the node's shaped link: the transfers are not paced by the server then
+(`UNPACED_MBPS`), the link's `tc` rate is the bandwidth, and each run records it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ from pathlib import Path
 import numpy as np
 
 N_INPUTS = 50  # distinct inputs generated per subtask type (the largest batch)
+UNPACED_MBPS = 100_000.0  # the server's pace when a shaped link sets the rate instead
+
+
+class WorkerDiedError(RuntimeError):
+    """The measured worker process ended before its runs were done (e.g. killed by the
+    memory limit of a limited collection)."""
 
 RUN_COLUMNS = ["run_id", "subtask_type", "batch_size", "bandwidth_mbps",
                "download_s", "execution_s", "upload_s", "execution_peak_memory_mb",
@@ -64,7 +75,7 @@ def _trim() -> None:
 
 
 def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, float]],
-            sample_hz: float, threads: int, gate_cfg: dict) -> dict:
+            sample_hz: float, threads: int, gate_cfg: dict, url_rate: float | None = None) -> dict:
     """Runs in a fresh process: all runs of one subtask type. plan = [(run_id, batch, mbps)].
 
     Every run passes the quiet gate (`quiet.py`): a run during which the rest of the
@@ -87,14 +98,16 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
                      max_attempts=gate_cfg["max_attempts"], max_wait_s=gate_cfg["max_wait_s"])
     runs, cons, out_sizes = [], [], []
     for run_id, batch, mbps in plan:
+        pace = mbps if url_rate is None else url_rate
+
         def one_run():
             t0 = sampler.mark()
-            payload = http_get(f"{url}/batch/{name}?n={batch}&rate={mbps:g}", sampler)
+            payload = http_get(f"{url}/batch/{name}?n={batch}&rate={pace:g}", sampler)
             t1 = sampler.mark()
             blobs = unpack_batch(payload)
             results = models.run_batch(name, session, blobs)
             t2 = sampler.mark()
-            http_post(f"{url}/upload?rate={mbps:g}", pack_results(results), sampler)
+            http_post(f"{url}/upload?rate={pace:g}", pack_results(results), sampler)
             t3 = sampler.mark()
             return t0, t1, t2, t3, results
 
@@ -125,6 +138,17 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
     return {"runs": runs, "consumption": cons, "baseline_rss_mb": baseline, "loaded_rss_mb": loaded,
             "output_size_mb": float(np.mean(out_sizes)) / 1e6 if out_sizes else 0.0,
             "gate": {"repeats": gate.repeats, "waited_s": gate.waited_s, "rejected": gate.rejected}}
+
+
+def _died(name: str, limited) -> str:
+    """Why the worker of `name` ended early, as far as its cgroup tells."""
+    if limited is not None:
+        counted = limited.report()
+        if counted["oom_kills"]:
+            return (f"the worker of {name} was killed by the memory limit of the testbed node "
+                    f"({limited.limits.memory_mb:g} MB, {counted['oom_kills']} OOM kill(s)); "
+                    "measure smaller --batch-sizes")
+    return f"the worker of {name} ended before its runs were done"
 
 
 def _load_partial(partial: Path, key: dict) -> dict[str, dict]:
@@ -178,11 +202,14 @@ def write_csv_gz(path: Path, columns: list[str], rows: list[dict]) -> None:
 
 def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), bandwidths=(5.0, 20.0, 100.0),
                      repetitions=2, model_dir=None, sample_hz=10.0, threads=None, seed=0, command=None,
-                     quiet=False, quiet_threshold=None, quiet_attempts=None, quiet_wait=None) -> Path:
+                     quiet=False, quiet_threshold=None, quiet_attempts=None, quiet_wait=None,
+                     limited=None) -> Path:
     """Measure every (type, repetition, bandwidth, batch size) run; write the trace files.
 
     `threads`: ONNX Runtime intra-op threads (None: `models.INTRA_OP_THREADS`, 0: runtime
     default). `quiet_*`: the quiet gate's bounds (`quiet.py`; None: its defaults).
+    `limited`: an entered `testbed.limits.LimitedWorker` the workers run inside (None:
+    unlimited, on the loopback).
     """
     from . import models, quiet as qg
     from .procstat import cpu_model, meminfo_mb, n_cores
@@ -209,7 +236,12 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
     # gate (or anything else) resumes where it stopped when rerun with the same plan.
     partial = out / ".partial"
     key = {"types": types, "batch_sizes": [int(b) for b in batch_sizes], "bandwidths": [float(x) for x in bandwidths],
-           "repetitions": int(repetitions), "seed": seed, "threads": threads, "sample_hz": sample_hz, "gate": gate_cfg}
+           "repetitions": int(repetitions), "seed": seed, "threads": threads, "sample_hz": sample_hz, "gate": gate_cfg,
+           "limits": limited.describe() if limited is not None else None}
+    host = limited.host if limited is not None else "127.0.0.1"
+    url_rate = UNPACED_MBPS if limited is not None and limited.link is not None else None
+    pool_init = ({"initializer": limited.initializer, "initargs": limited.initargs}
+                 if limited is not None else {})
     done = _load_partial(partial, key)
     finished: dict[str, str] = {}
     partial.mkdir(exist_ok=True)
@@ -218,7 +250,7 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
         root = Path(tmp)
         in_sizes = prepare_inputs(root, types, seed)
         run_id = 0
-        with LocalServer(root) as srv:
+        with LocalServer(root, host=host) as srv:
             for name in types:
                 plan = []
                 for _rep in range(repetitions):
@@ -235,9 +267,12 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
                 else:
                     if not quiet:
                         print(f"subtasks: {name}: {len(plan)} runs", file=sys.stderr, flush=True)
-                    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-                        res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads,
-                                        {**gate_cfg, "pids": [os.getpid(), srv.pid]}).result()
+                    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), **pool_init) as ex:
+                        try:
+                            res = ex.submit(_worker, name, str(paths[name]), srv.url, plan, sample_hz, threads,
+                                            {**gate_cfg, "pids": [os.getpid(), srv.pid]}, url_rate).result()
+                        except cf.process.BrokenProcessPool:
+                            raise WorkerDiedError(_died(name, limited)) from None
                     res["collect_wall_s"] = round(time.monotonic() - t_type, 1)
                     res["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
                     (partial / f"{name}.json").write_text(json.dumps(res))
@@ -282,6 +317,9 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
         "n_runs": len(runs_all), "n_consumption_rows": len(cons_all),
         "resumed_types": [t for t in types if t in done], "type_finished": finished,
     }
+    if limited is not None:
+        meta["limits"] = limited.describe()
+        meta["limits_counted"] = limited.report()
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     shutil.rmtree(partial, ignore_errors=True)
     return out

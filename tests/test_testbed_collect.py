@@ -1,0 +1,228 @@
+"""`gmmv collect ... --testbed CONFIG`: traces measured inside a testbed node's limits
+(docs/testbed.md, "Fitting from the testbed").
+
+The argument checks and the resources trace need no root; the limited worker (its
+cgroup, its shaped link, their removal on every exit) is checked live where the machine
+allows it, and skipped with the reason where it does not, like the live testbed run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gmm_volunteer.cli.commands import main
+
+ROOT = Path(__file__).resolve().parents[1]
+LIGHT = ROOT / "configs" / "testbed" / "light-uniform.yaml"
+
+
+def _collect(capsys, *argv: str) -> tuple[int, str]:
+    code = main(["collect", *argv])
+    return code, capsys.readouterr().err
+
+
+# --- without root -------------------------------------------------------------------
+
+def test_node_limits_are_the_testbeds(tmp_path):
+    from gmm_volunteer.testbed.limits import node_limits
+
+    user = node_limits(LIGHT, "user")
+    assert (user.cpu_pct, user.memory_mb, user.band_in_mbps, user.band_out_mbps) == (15.0, 900.0, 20.0, 20.0)
+    assert user.threads == 1 and user.shaped  # one intra-op thread for a fraction of a core
+    server = node_limits(LIGHT, "server")
+    assert (server.cpu_pct, server.memory_mb, server.threads, server.shaped) == (100.0, 2500.0, 1, False)
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["resources", "--node", "server"], "--node needs --testbed"),
+    (["subtasks", "--node", "user"], "--node needs --testbed"),
+    (["resources", "--testbed", "no/such.yaml"], "no/such.yaml: no such file"),
+    (["resources", "--testbed", str(ROOT / "configs" / "quickstart.yaml")], "users.allocation"),
+    (["resources", "--testbed", str(LIGHT), "--link-mbps", "50"], "--link-mbps"),
+    (["resources", "--testbed", str(LIGHT), "--nics", "eth0"], "--nics"),
+    (["subtasks", "--testbed", str(LIGHT), "--bandwidths", "5"], "--bandwidths"),
+    (["downloads", "--testbed", str(LIGHT), "--node", "server"], "--node server"),
+    (["downloads", "--testbed", str(LIGHT), "--fixed-levels", "20"], "--fixed-levels"),
+    (["downloads", "--testbed", str(LIGHT), "--levels", "3"], "--levels"),
+])
+def test_bad_input_exits_2_naming_it(capsys, tmp_path, argv, names):
+    code, err = _collect(capsys, *argv, "--out", str(tmp_path / "out"))
+    assert code == 2, err
+    assert names in err
+    assert not (tmp_path / "out").exists()  # refused before anything is made
+
+
+def test_unequal_link_rates_refused_for_subtasks(capsys, tmp_path):
+    cfg = tmp_path / "asym.yaml"
+    cfg.write_text(LIGHT.read_text().replace("band_out: 20 ", "band_out: 10 "))
+    code, err = _collect(capsys, "subtasks", "--testbed", str(cfg), "--out", str(tmp_path / "out"))
+    assert code == 2 and "band_out (10)" in err, err
+
+
+def test_resources_are_the_configured_limits(capsys, tmp_path):
+    import pandas as pd
+
+    from gmm_volunteer.fitting.traces import _check_resources
+
+    out = tmp_path / "resources"
+    code, err = _collect(capsys, "resources", "--testbed", str(LIGHT), "--out", str(out), "--samples", "50",
+                         "--interval", "3")
+    assert code == 0, err
+    df = pd.read_csv(out / "resources.csv.gz")
+    machine = json.loads((out / "machine.json").read_text())
+    assert len(df) == 50 and df["time_s"].iloc[-1] == 150
+    assert (df["cpu_pct"] == 15).all() and (df["memory_mb"] == 900).all()
+    assert (df["band_in_mbps"] == 20).all() and (df["band_out_mbps"] == 20).all()
+    assert machine["capacity"] == {"band_in_mbps": 20.0, "band_out_mbps": 20.0, "cpu_pct": 15.0,
+                                   "memory_mb": 900.0, "storage_mb": 1000.0}
+    assert "not measured" in machine["source"]
+    _check_resources(df, machine)  # what `gmmv fit` reads: allocation fraction 1, sd 0
+
+
+# --- live: root, cgroups, namespaces ----------------------------------------------
+
+def _unavailable_limits(need_collect: bool = False) -> str | None:
+    from gmm_volunteer.testbed.isolation import IsolationError, cgroup_version
+
+    try:
+        cgroup_version()
+    except IsolationError as exc:
+        return str(exc)
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` (iproute2) is not installed"
+    probe = f"gmmvtbprobe{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return "cannot create a network namespace"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if need_collect:
+        for module in ("onnxruntime", "cv2", "rapidocr"):
+            try:
+                __import__(module)
+            except ImportError:
+                return f"{module} is not installed (pip install 'gmm-volunteer[testbed]')"
+    return None
+
+
+def _leftovers(pid: int) -> list[str]:
+    """Cgroups, namespaces and links named for collector `pid` that still exist."""
+    tag = f"gmmvtb{pid}"
+    out = [str(p) for p in Path("/sys/fs/cgroup").rglob(f"{tag}*")] if Path("/sys/fs/cgroup").exists() else []
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    out += [line.split()[0] for line in ns.splitlines() if line.startswith(tag)]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    out += [w for w in links.split() if w.startswith(f"gt{pid}h")]
+    return out
+
+
+def _inside() -> dict:
+    """Runs in the limited worker: where it is, and how much CPU a second of spinning got."""
+    c0, t0 = time.process_time(), time.monotonic()
+    while time.monotonic() - t0 < 1.5:
+        pass
+    return {"cgroup": Path("/proc/self/cgroup").read_text(), "netns": os.readlink("/proc/self/ns/net"),
+            "cpu_share": (time.process_time() - c0) / (time.monotonic() - t0)}
+
+
+def test_limited_worker_runs_inside_and_leaves_nothing(tmp_path):
+    why = _unavailable_limits()
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    from gmm_volunteer.testbed.limits import LimitedWorker, node_limits
+
+    limits = node_limits(LIGHT, "user")
+    with LimitedWorker(limits, link=True) as lw:
+        made = lw.names()
+        quota = int((lw.cg.dirs["cpu"] / ("cpu.cfs_quota_us" if lw.cg.version == "v1" else "cpu.max"))
+                    .read_text().split()[0])
+        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=lw.initializer,
+                                    initargs=lw.initargs) as ex:
+            seen = ex.submit(_inside).result()
+        counted = lw.report()
+    assert quota == 15_000  # 15 % of the 100 ms period
+    assert lw.cg.name in seen["cgroup"]
+    assert seen["netns"] != os.readlink("/proc/self/ns/net")  # in the link's namespace, not ours
+    # CFS lets a quota's 15 ms run at once: over 1.5 s the share is within a period of 15 %
+    assert seen["cpu_share"] < 0.15 + 0.1 / 1.5 + 0.02, seen
+    assert counted["cpu_s"] > 0.1 and counted["throttled_s"] > 0 and counted["oom_kills"] == 0
+    assert len(made) == 3 and _leftovers(os.getpid()) == []
+
+
+def test_limited_worker_removes_what_it_made_on_an_error():
+    why = _unavailable_limits()
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    from gmm_volunteer.testbed.limits import LimitedWorker, node_limits
+
+    with pytest.raises(RuntimeError, match="inside"):
+        with LimitedWorker(node_limits(LIGHT, "user"), link=True):
+            assert _leftovers(os.getpid())  # made
+            raise RuntimeError("inside")
+    assert _leftovers(os.getpid()) == []
+
+
+def _gmmv(*argv: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from gmm_volunteer.cli.commands import main; sys.exit(main(sys.argv[1:]))",
+            *argv]
+
+
+def test_limited_subtask_collection_end_to_end(tmp_path):
+    """A short collection in a device's limits: the worker's CPU is the cgroup's, the runs
+    record the link's rate, and nothing named for the collector is left."""
+    why = _unavailable_limits(need_collect=True)
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    out = tmp_path / "subtasks"
+    p = subprocess.Popen(_gmmv("collect", "subtasks", "--testbed", str(LIGHT), "--types", "ppocr_cls",
+                               "--batch-sizes", "1,2", "--repetitions", "1", "--quiet-threshold", "2",
+                               "--out", str(out), "-q"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=ROOT)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["limits"]["cpu_pct"] == 15 and meta["intra_op_threads"] == 1
+    counted = meta["limits_counted"]
+    assert counted["cpu_s"] > 0 and counted["oom_kills"] == 0
+    assert counted["link_bytes_to_node"] > 0 and counted["link_bytes_from_node"] > 0  # over the link
+    with gzip.open(out / "runs.csv.gz", "rt") as f:
+        rows = f.read().splitlines()
+    assert len(rows) == 3 and all(",20," in r for r in rows[1:])
+    assert _leftovers(p.pid) == []
+
+
+def test_limited_collection_interrupted_removes_what_it_made(tmp_path):
+    why = _unavailable_limits(need_collect=True)
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    proc = subprocess.Popen(_gmmv("collect", "subtasks", "--testbed", str(LIGHT), "--types", "ppocr_det",
+                                  "--batch-sizes", "5", "--repetitions", "5", "--quiet-threshold", "2",
+                                  "--out", str(tmp_path / "subtasks"), "-q"),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _leftovers(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert _leftovers(proc.pid), "the collection made no cgroup"
+        time.sleep(2.0)  # the worker is inside, measuring
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert _leftovers(proc.pid) == []
+    assert not (tmp_path / "subtasks" / "meta.json").exists()
