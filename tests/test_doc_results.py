@@ -201,6 +201,10 @@ def test_markdown_table_of_a_frame():
 def test_bundle_name_of_a_shipped_bundle_is_its_name(tmp_path):
     assert resultfile.bundle_name(str(PACKAGED / "default")) == "default"
     assert resultfile.bundle_name(str(tmp_path / "mine")) == str(tmp_path / "mine")
+    # a store made by another checkout records that checkout's path of the shipped bundle
+    assert resultfile.bundle_name("/elsewhere/gmm_volunteer/bundles/default") == "default"
+    assert resultfile.bundle_name("/elsewhere/gmm_volunteer/bundles/nosuch") == "/elsewhere/gmm_volunteer/bundles/nosuch"
+    assert resultfile.bundle_name("/elsewhere/other/bundles/default") == "/elsewhere/other/bundles/default"
 
 
 def test_the_check_command_exits_1_naming_the_problem(tmp_path, capsys):
