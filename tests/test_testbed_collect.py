@@ -125,6 +125,16 @@ def _leftovers(pid: int) -> list[str]:
     return out
 
 
+def _in_cgroup(pid: int) -> list[int]:
+    """Processes in the CPU cgroup of collector `pid` (its worker, once it joined)."""
+    for d in Path("/sys/fs/cgroup").rglob(f"gmmvtb{pid}collect"):
+        try:
+            return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+        except OSError:
+            pass
+    return []
+
+
 def _inside() -> dict:
     """Runs in the limited worker: where it is, and how much CPU a second of spinning got."""
     c0, t0 = time.process_time(), time.monotonic()
@@ -213,16 +223,20 @@ def test_limited_collection_interrupted_removes_what_it_made(tmp_path):
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not _leftovers(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        while not _in_cgroup(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.2)
-        assert _leftovers(proc.pid), "the collection made no cgroup"
+        assert _in_cgroup(proc.pid), "no worker joined the collection's cgroup"
         time.sleep(2.0)  # the worker is inside, measuring
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # it did not end on SIGTERM: end it the way it must, then fail
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 130, err
     assert _leftovers(proc.pid) == []
     assert not (tmp_path / "subtasks" / "meta.json").exists()

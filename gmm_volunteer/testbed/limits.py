@@ -139,6 +139,23 @@ class LimitedWorker:
     def initargs(self) -> tuple:
         return (self.cg, self.link.ns if self.link is not None else None)
 
+    def stop_workers(self) -> None:
+        """Kill whatever runs in the cgroup (the measured worker), so that a collection
+        interrupted mid-run does not wait for the worker's plan to finish."""
+        import signal
+        import time
+
+        for _ in range(50):
+            pids = self.cg.pids() if self.cg is not None else []
+            if not pids:
+                return
+            for pid in pids:  # only processes inside our own cgroup
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
     def names(self) -> list[str]:
         """What this made: the cgroup, and the namespace and host veth of the link."""
         out = [self.cg.name] if self.cg is not None else []

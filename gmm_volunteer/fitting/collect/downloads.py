@@ -138,6 +138,10 @@ def collect_downloads(out_dir, resource_trace="traces/resources/resources.csv.gz
                 raise WorkerDiedError("the download worker ended before its downloads were done"
                                       + (f" (OOM kills in its cgroup: {limited.report()['oom_kills']})"
                                          if limited is not None else "")) from None
+            except BaseException:
+                if limited is not None:  # interrupted: the pool would wait for the plan
+                    limited.stop_workers()
+                raise
     write_csv_gz(out / "downloads.csv.gz", COLUMNS, res["rows"])
     file_type = {f"models/{paths[t].name}": t for t in types}
     for r in res["runs"]:

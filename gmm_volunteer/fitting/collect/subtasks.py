@@ -273,6 +273,10 @@ def collect_subtasks(out_dir, types=None, batch_sizes=(1, 2, 5, 10, 20, 50), ban
                                             {**gate_cfg, "pids": [os.getpid(), srv.pid]}, url_rate).result()
                         except cf.process.BrokenProcessPool:
                             raise WorkerDiedError(_died(name, limited)) from None
+                        except BaseException:
+                            if limited is not None:  # interrupted: the pool would wait for the plan
+                                limited.stop_workers()
+                            raise
                     res["collect_wall_s"] = round(time.monotonic() - t_type, 1)
                     res["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
                     (partial / f"{name}.json").write_text(json.dumps(res))
