@@ -9,6 +9,12 @@ keep the bundle's values scaled by the ratio at the largest size measured. Every
 else in the bundle is unchanged, so a simulation with it isolates one mechanism.
 
     python -m gmm_volunteer.testbed.calibrate BUNDLE_DIR OUT_DIR [--max-batch 10] [--repetitions 3]
+        [--testbed CONFIG [--node user|server]]
+
+With `--testbed` the measurement runs inside the limits of that config's node (its
+cgroup's CPU quota and memory limit, `testbed.limits`; no link: nothing is transferred),
+so the same batches can be timed under a device's quota and under the server's core.
+Each measured mean is printed (type, batch size, CPU-s) on stderr.
 """
 
 from __future__ import annotations
@@ -43,13 +49,34 @@ def measure(names, batch_sizes, repetitions: int, seed: int = 0) -> dict:
     return out
 
 
-def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3) -> Path:
+def _measure_limited(limits, names, sizes, repetitions: int) -> dict:
+    """`measure` in a fresh process inside `limits` (a testbed.limits.NodeLimits)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    from gmm_volunteer.testbed.limits import LimitedWorker
+
+    with LimitedWorker(limits, link=False) as lw:
+        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=lw.initializer,
+                                    initargs=lw.initargs) as ex:
+            try:
+                return ex.submit(measure, names, sizes, repetitions).result()
+            except BaseException:
+                lw.stop_workers()
+                raise
+
+
+def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3, limits=None) -> Path:
     from gmm_volunteer.io.bundle import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
     names = [s["name"] for s in data["subtask_types"]]
     sizes = sorted({n for s in data["subtask_types"] for n in s["work"]["batch_sizes"] if n <= max_batch})
-    measured = measure(names, sizes, repetitions)
+    measured = (measure(names, sizes, repetitions) if limits is None
+                else _measure_limited(limits, names, sizes, repetitions))
+    for name, per_size in measured.items():
+        for n, cpu in per_size.items():
+            print(f"{name}\t{n}\t{cpu:.4f}", file=sys.stderr)
     for s in data["subtask_types"]:
         work = s["work"]
         m = measured[s["name"]]
@@ -57,9 +84,11 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
         ratio = m[top] / work["mean_cpu_s"][work["batch_sizes"].index(top)]
         work["mean_cpu_s"] = [round(m[n], 6) if n in m else round(w * ratio, 6)
                               for n, w in zip(work["batch_sizes"], work["mean_cpu_s"])]
+    where = "" if limits is None else (f" inside the limits of the testbed's {limits.node} node of "
+                                       f"{limits.config} ({limits.cpu_pct:g} % CPU, {limits.memory_mb:g} MB)")
     data["provenance"] = (f"{data.get('provenance', '')} Execution work re-measured with one intra-op "
                           f"thread by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
-                          f"{repetitions} repetitions); everything else as {bundle_dir}.").strip()
+                          f"{repetitions} repetitions){where}; everything else as {bundle_dir}.").strip()
     return write_bundle(data, out_dir)
 
 
@@ -69,8 +98,30 @@ def main(argv=None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--max-batch", type=int, default=10)
     p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--testbed", metavar="CONFIG", default=None,
+                   help="measure inside the limits of a node of this testbed config (needs root)")
+    p.add_argument("--node", choices=("user", "server"), default=None,
+                   help="with --testbed: a user device (default) or the server")
     args = p.parse_args(argv)
-    print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions))
+    limits = None
+    if args.node is not None and args.testbed is None:
+        print("calibrate: --node needs --testbed CONFIG", file=sys.stderr)
+        return 2
+    if args.testbed is not None:
+        from gmm_volunteer.testbed.limits import LimitsError, node_limits
+
+        try:
+            limits = node_limits(args.testbed, args.node or "user")
+        except LimitsError as err:
+            print(f"calibrate: {err}", file=sys.stderr)
+            return 2
+    from gmm_volunteer.testbed.isolation import IsolationError
+
+    try:
+        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits))
+    except IsolationError as err:
+        print(f"calibrate: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
