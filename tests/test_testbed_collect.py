@@ -240,3 +240,15 @@ def test_limited_collection_interrupted_removes_what_it_made(tmp_path):
     assert proc.returncode == 130, err
     assert _leftovers(proc.pid) == []
     assert not (tmp_path / "subtasks" / "meta.json").exists()
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["--node", "user"], "--node needs --testbed"),
+    (["--testbed", "no/such.yaml"], "no/such.yaml: no such file"),
+])
+def test_calibrate_bad_limits_exit_2(capsys, tmp_path, argv, names):
+    from gmm_volunteer.testbed.calibrate import main as calibrate_main
+
+    code = calibrate_main([str(ROOT / "gmm_volunteer" / "bundles" / "default"), str(tmp_path / "out"), *argv])
+    assert code == 2 and names in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
