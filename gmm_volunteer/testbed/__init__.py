@@ -7,5 +7,7 @@ store, so the simulator's prediction can be compared with what the live system d
 
 Modules: config (the section and what a live run accepts), isolation (cgroups, links),
 clock (the shared step clock), placement (the centralized and uniform rules on live
-state), server, device (user and volunteer), run (the orchestrator), cli.
+state), server, device (user and volunteer), run (the orchestrator), compare (the
+simulator's error against it), calibrate (one-thread work), limits (a node's limits for
+`gmmv collect --testbed`), cli.
 """
