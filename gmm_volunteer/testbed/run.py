@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +29,8 @@ from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
-from gmm_volunteer.testbed.isolation import IsolationError, Resources, cgroup_version, free_subnet
+from gmm_volunteer.testbed.isolation import (IsolationError, Resources, cgroup_version, free_subnet,
+                                             interrupts_end_in_finally)
 
 MB = 1e6  # the model's MB (constants.RESOURCE_UNITS); memory limits are set in bytes
 
@@ -90,9 +90,9 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
     spec = _spec(cfg, tb, entropy, server_max, user_max)
     (workdir / "spec.json").write_text(json.dumps(spec))
     res = Resources(f"gmmvtb{os.getpid()}")
-    # Ctrl-C, kill and a closed terminal all end in the finally below (a background job's
-    # SIGINT is ignored by the shell that started it: install ours anyway).
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    # Ctrl-C, kill and a closed terminal all end in the finally below
+    signals = interrupts_end_in_finally()
+    signals.__enter__()
     wall0 = time.time()
     try:
         cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
@@ -147,16 +147,11 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                   "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs]}
     finally:
         res.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.__exit__(None, None, None)
         if temporary:
             shutil.rmtree(workdir, ignore_errors=True)
     return _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, time.time() - wall0,
                    server_max)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt  # the finally blocks remove what the run made
 
 
 def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress) -> dict:
