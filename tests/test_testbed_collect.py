@@ -252,3 +252,48 @@ def test_calibrate_bad_limits_exit_2(capsys, tmp_path, argv, names):
     code = calibrate_main([str(ROOT / "gmm_volunteer" / "bundles" / "default"), str(tmp_path / "out"), *argv])
     assert code == 2 and names in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _run_gmmv(tmp_path, *argv: str, timeout: float = 600) -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen(_gmmv(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    _, err = p.communicate(timeout=timeout)
+    return p, err
+
+
+def test_limited_collection_of_the_server_node_and_of_downloads(tmp_path):
+    """The server's limits (no link, its threads) for subtasks; a device's link for downloads."""
+    why = _unavailable_limits(need_collect=True)
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    p, err = _run_gmmv(tmp_path, "collect", "subtasks", "--testbed", str(LIGHT), "--node", "server",
+                       "--types", "ppocr_cls", "--batch-sizes", "1", "--bandwidths", "20", "--repetitions", "1",
+                       "--quiet-threshold", "2", "--out", str(tmp_path / "subtasks"), "-q")
+    assert p.returncode == 0, err
+    meta = json.loads((tmp_path / "subtasks" / "meta.json").read_text())
+    assert meta["limits"]["node"] == "server" and meta["limits"]["cpu_pct"] == 100 and not meta["limits"]["link"]
+    assert meta["limits_counted"]["cpu_s"] > 0 and "link_bytes_to_node" not in meta["limits_counted"]
+    assert _leftovers(p.pid) == []
+    p, err = _run_gmmv(tmp_path, "collect", "downloads", "--testbed", str(LIGHT), "--types", "ppocr_cls",
+                       "--out", str(tmp_path / "downloads"), "-q")
+    assert p.returncode == 0, err
+    meta = json.loads((tmp_path / "downloads" / "meta.json").read_text())
+    levels = json.loads((tmp_path / "downloads" / "levels.json").read_text())
+    assert levels["levels_mbps"] == [20.0] and meta["runs"][0]["subtask_type"] == "ppocr_cls"
+    assert 0 < meta["runs"][0]["mean_mbps"] <= 20.0  # the link's tc rate bounds it
+    assert meta["limits_counted"]["link_bytes_to_node"] >= meta["runs"][0]["bytes"]
+    assert _leftovers(p.pid) == []
+
+
+def test_worker_killed_by_the_memory_limit_exits_1_and_leaves_nothing(tmp_path):
+    why = _unavailable_limits(need_collect=True)
+    if why:
+        pytest.skip(f"testbed limits unavailable: {why}")
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(LIGHT.read_text().replace("memory: 900 ", "memory: 40 "))
+    p, err = _run_gmmv(tmp_path, "collect", "subtasks", "--testbed", str(cfg), "--types", "ppocr_det",
+                       "--batch-sizes", "1", "--repetitions", "1", "--quiet-threshold", "2",
+                       "--out", str(tmp_path / "subtasks"), "-q")
+    assert p.returncode == 1, err
+    assert "memory limit of the testbed node (40 MB" in err
+    assert _leftovers(p.pid) == []
+    assert not (tmp_path / "subtasks" / "meta.json").exists()
