@@ -141,7 +141,8 @@ def markdown_table(df) -> str:
 
 def bundle_name(model_path: str) -> str:
     """The name a result gives the bundle a store recorded (`model_bundle`): a shipped
-    bundle by its name, any other by its path."""
+    bundle by its name (also when the store was made from another checkout of the
+    package, `.../gmm_volunteer/bundles/NAME`), any other by its path."""
     from gmm_volunteer.io.bundle import PACKAGED
 
     p = Path(model_path)
@@ -150,6 +151,8 @@ def bundle_name(model_path: str) -> str:
             return p.resolve().name
     except OSError:
         pass
+    if p.parent.name == PACKAGED.name and p.parent.parent.name == PACKAGED.parent.name and (PACKAGED / p.name).is_dir():
+        return p.name
     return str(model_path)
 
 
