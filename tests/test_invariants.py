@@ -41,10 +41,11 @@ def run_checked(cfg, steps):
     user_capacity=st.sampled_from([0.3, 1.0, 2.0]),
     server=st.sampled_from([0.5, 2.0, 10.0]),
     seed=st.integers(0, 2**16),
+    phase_changes=st.sampled_from(["step", "carry_over"]),
 )
-def test_invariants_hold_every_step(synthetic_model, users, scheduler, user_capacity, server, seed):
+def test_invariants_hold_every_step(synthetic_model, users, scheduler, user_capacity, server, seed, phase_changes):
     cfg = make_config(synthetic_model, users=users, steps=150, scheduler=scheduler, seed=seed,
-                      user_capacity=user_capacity, server=server,
+                      user_capacity=user_capacity, server=server, execution={"phase_changes": phase_changes},
                       availability={"online": {"dist": "exponential", "mean": 60.0},
                                     "offline": {"dist": "exponential", "mean": 60.0}},
                       requests={"think_time": {"dist": "exponential", "mean": 10.0},
@@ -52,10 +53,11 @@ def test_invariants_hold_every_step(synthetic_model, users, scheduler, user_capa
     run_checked(cfg, 150)
 
 
-def test_tight_resources_keep_invariants(synthetic_model):
+@pytest.mark.parametrize("phase_changes", ["step", "carry_over"])
+def test_tight_resources_keep_invariants(synthetic_model, phase_changes):
     # Weak users and a small server: placements are squeezed by memory and storage.
     cfg = make_config(synthetic_model, users=40, steps=400, scheduler="uniform", seed=3,
-                      user_capacity=0.2, server=0.3,
+                      user_capacity=0.2, server=0.3, execution={"phase_changes": phase_changes},
                       availability={"online": {"dist": "exponential", "mean": 200.0},
                                     "offline": {"dist": "exponential", "mean": 50.0}},
                       requests={"think_time": {"dist": "exponential", "mean": 5.0}})
@@ -64,12 +66,14 @@ def test_tight_resources_keep_invariants(synthetic_model):
     assert ev[:, 0].sum() > 0
 
 
+@pytest.mark.parametrize("phase_changes", ["step", "carry_over"])
 @pytest.mark.parametrize("scheduler", ["centralized", "uniform", "affinity"])
-def test_little_law_exact(synthetic_model, scheduler):
+def test_little_law_exact(synthetic_model, scheduler, phase_changes):
     """Sum over steps of active requests = sum over requests of steps active (Little's
     law in its sample-path form): every request is counted from its start step to its
     last active step, requests still active at the end up to the last step."""
     cfg = make_config(synthetic_model, users=80, steps=800, scheduler=scheduler, seed=2,
+                      execution={"phase_changes": phase_changes},
                       availability={"online": {"dist": "exponential", "mean": 300.0},
                                     "offline": {"dist": "exponential", "mean": 300.0}},
                       requests={"think_time": {"dist": "exponential", "mean": 15.0}})

@@ -126,9 +126,11 @@ def test_uncontended_execution_steps_follow_the_work(tmp_path):
     assert abs(d.mean() - 1.0 / p) < 4.5 * se, (d.mean(), 1 / p, d.size)
 
 
+@pytest.mark.parametrize("phase_changes", ["step", "carry_over"])
 @pytest.mark.parametrize("scheduler,server", [("centralized", 0.05), ("uniform", 0.2), ("affinity", 0.2)])
-def test_work_is_conserved_every_step(synthetic_model, scheduler, server):
-    cfg = make_config(synthetic_model, users=120, steps=400, scheduler=scheduler, server=server, seed=7)
+def test_work_is_conserved_every_step(synthetic_model, scheduler, server, phase_changes):
+    cfg = make_config(synthetic_model, users=120, steps=400, scheduler=scheduler, server=server, seed=7,
+                      execution={"phase_changes": phase_changes})
     sim = Simulation(cfg)
     granted = np.zeros(sim.params.n_nodes)
     contended = 0
@@ -212,3 +214,30 @@ def test_no_cpu_share_no_progress(synthetic_model):
     assert rec.completed_work[:, 0].sum() > 0.0
     # Executions were placed on users and sat there without progress.
     assert rec.subtask_events[:, 1, 0].sum() > 0
+
+
+def test_carry_over_runs_a_volunteer_subtask_in_its_execution_time(tmp_path):
+    """`execution.phase_changes: carry_over` (docs/model.md D26): a phase that ends inside
+    a step hands the rest of the step to the next. With transfers of 1e-6 MB and
+    exponential work of mean mu CPU-s at one core on uncontended nodes, a request then
+    takes ceil(X) steps, X ~ Exp(mu), on a volunteer as on the server: P(L = 1) =
+    p = 1 - exp(-1 / mu), mean 1 / p (within 4.5 standard errors, SE of the mean
+    sqrt(1 - p) / (p sqrt(n)), of the share sqrt(p (1 - p) / n)). With phases ending at
+    step boundaries, a volunteer's request takes input, execution and upload steps: two
+    more on average."""
+    mu = 2.0
+    p = 1.0 - math.exp(-1.0 / mu)
+    means = {}
+    for mode in ("step", "carry_over"):
+        cfg = _queueing_config(tmp_path, mean_work_s=mu, users=60, steps=3000, server_cpu_pct=1.0e5, think_s=20.0,
+                               scheduler="uniform", execution={"batching": False, "phase_changes": mode})
+        rec = Simulation(cfg).run(progress=False)
+        assert rec.subtask_events[:, 1, 1].sum() > 0.9 * rec.subtask_events[:, :, 1].sum()  # mostly volunteers
+        lat = (rec.request_end - rec.request_start)[rec.request_outcome == 0]
+        means[mode] = lat.mean()
+        if mode == "carry_over":
+            n = lat.size
+            assert n > 3000
+            assert abs(lat.mean() - 1.0 / p) < 4.5 * math.sqrt(1 - p) / (p * math.sqrt(n)), (lat.mean(), 1 / p)
+            assert abs(np.mean(lat == 1) - p) < 4.5 * math.sqrt(p * (1 - p) / n)
+    assert means["step"] > means["carry_over"] + 1.5

@@ -101,6 +101,28 @@ def check_replaceable(paths, is_ours, command: str) -> None:
 # ---------------------------------------------------------------------------------
 
 
+def prepare_store_output(args: argparse.Namespace, cfg, command: str) -> Path:
+    """The result store a run of `cfg` writes (-o, else output.path, else the default),
+    checked before the run so that a long one is not wasted: only a store this program
+    wrote is ever replaced, and only with --force. Sets `cfg.output.path`."""
+    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
+
+    out = Path(args.output) if args.output else cfg.output_path(args.config)
+    check_output_target(out, "-o" if args.output else "output.path")
+    try:
+        out = check_output_path(out, force=args.force)
+        notes = clean_stale(out)  # may put back a store whose replacement was killed
+        for note in notes:
+            print(f"gmmv {command}: note: {note}", file=sys.stderr)
+        if notes:
+            check_output_path(out, force=args.force)
+    except OutputPathError as exc:
+        raise CommandError(str(exc)) from None
+    cfg.output.path = str(out)
+    return out
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume is not None or args.checkpoint_every is not None:
         from gmm_volunteer.cli.resume import run_checkpointed  # checkpoints (docs/usage.md)
@@ -118,24 +140,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 
-    from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
-
-    out = Path(args.output) if args.output else cfg.output_path(args.config)
-    # Checked before simulating so that a long run is not wasted. Only a store this
-    # program wrote is ever replaced, and only with --force.
-    from gmm_volunteer.cli.outputs import check_output_target
-
-    check_output_target(out, "-o" if args.output else "output.path")
-    try:
-        out = check_output_path(out, force=args.force)
-        notes = clean_stale(out)  # may put back a store whose replacement was killed
-        for note in notes:
-            print(f"gmmv run: note: {note}", file=sys.stderr)
-        if notes:
-            check_output_path(out, force=args.force)
-    except OutputPathError as exc:
-        raise CommandError(str(exc)) from None
-    cfg.output.path = str(out)
+    out = prepare_store_output(args, cfg, "run")
 
     from gmm_volunteer.cli import feedback
 

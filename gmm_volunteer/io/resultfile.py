@@ -141,11 +141,9 @@ def markdown_table(df) -> str:
 
 def bundle_name(model_path: str) -> str:
     """The name a result gives the bundle a store recorded (`model_bundle`): a shipped
-    bundle by its name, any other by its path. A store made by another checkout of the
-    package records that checkout's path of a shipped bundle
-    (`.../gmm_volunteer/bundles/NAME`): it is named NAME too, and the digest the store
-    recorded is what `gmmv results check` compares with this package's NAME."""
-    from gmm_volunteer.io.bundle import PACKAGED, packaged_bundle
+    bundle by its name (also when the store was made from another checkout of the
+    package, `.../gmm_volunteer/bundles/NAME`), any other by its path."""
+    from gmm_volunteer.io.bundle import PACKAGED
 
     p = Path(model_path)
     try:
@@ -153,8 +151,7 @@ def bundle_name(model_path: str) -> str:
             return p.resolve().name
     except OSError:
         pass
-    if p.parent.name == PACKAGED.name and p.parent.parent.name == PACKAGED.parent.name \
-            and packaged_bundle(p.name) is not None:
+    if p.parent.name == PACKAGED.name and p.parent.parent.name == PACKAGED.parent.name and (PACKAGED / p.name).is_dir():
         return p.name
     return str(model_path)
 

@@ -467,6 +467,12 @@ class Execution(_Section):
     # (task type, slot) as paper 2.2 indexes readiness, for catalogues whose every slot
     # is its own model (and the behaviour before 0.6.0).
     subtask_data: Literal["model", "slot"] = "model"
+    # When a batch's phase ends inside a step (docs/model.md D26): "step", its next phase
+    # begins with the next step (paper 2.2's discrete phases: a subtask on a volunteer
+    # takes at least three steps: input, execution, result); "carry_over", the next
+    # phase begins at once and uses the rest of the step (sub-second phases, as a real
+    # deployment runs them; docs/validation.md section 6).
+    phase_changes: Literal["step", "carry_over"] = "step"
     # Model variants (docs/model.md D24): slots whose subtask type shares a `function`
     # with other types in the bundle may be served by those types too, for the schedulers
     # that choose a variant (asrb). Off: every slot runs its requested type, bit for bit

@@ -46,7 +46,7 @@ PARAM_FIELDS = (
     # tasks and subtasks
     "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
-    "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching "
+    "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching carry_over "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
@@ -58,7 +58,7 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
@@ -381,6 +381,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_in_mb=sub_in_mb,
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
+        carry_over=1 if cfg.execution.phase_changes == "carry_over" else 0,
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
         al_p=al_p,
@@ -468,6 +469,7 @@ def _pack(T):
     s.sub_in_mb = T.sub_in_mb
     s.sub_out_mb = T.sub_out_mb
     s.batching = T.batching
+    s.carry_over = T.carry_over
     s.min_data_mb = T.min_data_mb
     s.amax = T.amax
     s.al_p = T.al_p

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
 def _cmd_testbed(args: argparse.Namespace) -> int:
-    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.commands import CommandError, prepare_store_output
     from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_OK
-    from gmm_volunteer.cli.outputs import check_output_target
-    from gmm_volunteer.io.results import OutputPathError, check_output_path, write_result
+    from gmm_volunteer.io.results import write_result
     from gmm_volunteer.model.config import ConfigError
     from gmm_volunteer.testbed.config import load_testbed
 
@@ -22,13 +20,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
         cfg, tb = load_testbed(args.config, args.set or ())
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
-    out = Path(args.output) if args.output else cfg.output_path(args.config)
-    check_output_target(out, "-o" if args.output else "output.path")
-    try:
-        out = check_output_path(out, force=args.force)
-    except OutputPathError as exc:
-        raise CommandError(str(exc)) from None
-    cfg.output.path = str(out)
+    out = prepare_store_output(args, cfg, "testbed")
 
     from gmm_volunteer.testbed.isolation import IsolationError
     from gmm_volunteer.testbed.run import TestbedError, run_testbed

@@ -6,6 +6,7 @@ of real CV inference subtasks, and subtask-data download consumption at Lloyd-Ma
 quantized bandwidth levels. Formats: `traces/FORMAT.md`.
 
 `resources` and `lloyd_max` need only the standard library and numpy; `subtasks` and
-`downloads` need the `collect` extra (onnxruntime, rapidocr; torch CPU and onnx to build the
-random-weight architectures).
+`downloads` need the `collect` extra (onnxruntime, rapidocr, and onnx, which writes the
+default catalogue's random-weight graphs); the paper-scale architectures are built with
+torch (the `paper-models` extra).
 """

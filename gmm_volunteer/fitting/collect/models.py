@@ -93,7 +93,10 @@ def rapidocr_model_dir() -> Path:
 def model_path(name: str, model_dir: str | os.PathLike | None = None) -> Path:
     """Path of the ONNX file of subtask type `name`; builds random-weight models if missing.
 
-    The build runs in a separate process so that torch is never loaded in a measured worker.
+    The build runs in a separate process so that neither the builder's memory nor torch
+    (the paper-scale architectures) is ever in a measured worker. MobileNetV2 and
+    ResNet-50 are written as ONNX graphs (`archs.py`, the `collect` extra); the
+    paper-scale ones need torch (`archs_paper.py`, the `paper-models` extra).
     """
     spec = SPECS[name]
     if spec.weights.startswith("trained"):
@@ -105,6 +108,13 @@ def model_path(name: str, model_dir: str | os.PathLike | None = None) -> Path:
     p = mdir / spec.model_file
     if not p.exists():
         module = "archs" if name in ("resnet50", "mobilenet_v2") else "archs_paper"
+        needs = "onnx" if module == "archs" else "torch"
+        import importlib.util
+
+        if importlib.util.find_spec(needs) is None:
+            extra = "collect" if module == "archs" else "paper-models"
+            raise RuntimeError(f"building the random-weight model {name} needs {needs}, which is not "
+                               f"installed (pip install 'gmm-volunteer[{extra}]'; docs/fitting.md)")
         code = (f"import sys; from gmm_volunteer.fitting.collect.{module} import build_onnx; "
                 "build_onnx(sys.argv[1], sys.argv[2], seed=0)")
         root = str(Path(__file__).resolve().parents[3])  # the folder holding gmm_volunteer/

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.kernels.arma import arma_value
+from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
 from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
@@ -121,15 +121,21 @@ def cpu_share_time(S, P, v, capacity, demand):
         b = S.b_nnext[b]
     if n == 1:
         u1 = _remaining(S, P, first) / S.b_cons[first, CPU]
+        if P.carry_over:  # when in the step it finishes, if it does (D26)
+            f1 = u1 / min(1.0, capacity / demand)
+            if f1 < 1.0:
+                S.b_tau[first] = f1
         return _share_time_one(u1, S.b_cons[first, CPU], capacity, demand)
     u = np.empty(n)
     d = np.empty(n)
+    ids = np.empty(n, np.int64)
     n = 0
     b = S.nd_bhead[v]
     while b >= 0:
         if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
             u[n] = _remaining(S, P, b) / S.b_cons[b, CPU]
             d[n] = S.b_cons[b, CPU]
+            ids[n] = b
             n += 1
         b = S.b_nnext[b]
     order = np.argsort(u, kind="mergesort")
@@ -143,6 +149,8 @@ def cpu_share_time(S, P, v, capacity, demand):
         if elapsed + dt >= 1.0:
             return vt + (1.0 - elapsed) * phi
         elapsed += dt
+        if P.carry_over:  # consumer i finishes at real time `elapsed` (D26)
+            S.b_tau[ids[i]] = elapsed
         vt = u[i]
         rest -= d[i]
     if rest <= 1e-12 * demand:  # every consumer finished inside the step
@@ -314,6 +322,7 @@ def step_consumption(S, P, t):
         for r in range(N_CRES):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean = S.b_done, S.b_eps, S.nd_work, P.wk_mean
+    b_tau, carry = S.b_tau, P.carry_over
     sub_in_mb, sub_out_mb, sub_data_mb, rd_mb = P.sub_in_mb, P.sub_out_mb, P.sub_data_mb, S.rd_mb
     for k in range(n_b):
         b = b_list[k]
@@ -348,6 +357,20 @@ def step_consumption(S, P, t):
             done = demand > 0.0 and need / demand <= nd_fac[v, 2]
         else:
             done = need <= b_cons[b, r]
+        if carry:  # when in the step the phase ends, for the next phase to use the rest (D26)
+            if not done:
+                tau = -1.0
+            elif ph != EXECUTION:
+                tau = need / b_cons[b, r] if need > 0.0 else 0.0
+            elif b_tau[b] >= 0.0:  # set by cpu_share_time on a node short of CPU
+                tau = b_tau[b]
+            else:
+                tau = min(1.0, need / demand / nd_fac[v, 2])
+            b_tau[b] = tau
+            if done:  # the phase lasted tau: so did its use of the other resources
+                for r2 in (BAND_IN, BAND_OUT, CPU):
+                    if r2 != r:
+                        b_cons[b, r2] *= tau
         if done:
             b_cons[b, r] = need  # used only what it needed (over the 1 s step)
             b_done[b] = 1.0
@@ -410,6 +433,76 @@ def step_completions(S, P, t):
         if b_done[b] >= 1.0:
             if b_phase[b] == EXECUTION:
                 ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
-            batch_advance(S, P, b, t)
+            if P.carry_over:
+                carry_phases(S, P, b, t)
+            else:
+                batch_advance(S, P, b, t)
         else:
             b_age[b] += 1
+
+
+@kernel
+def _mean_ask(S, P, b, r):
+    """The mean of what batch b asks of resource r in its phase (the statistics that
+    rescale its ARMA samples, D9, without the sample): per second, in r's units."""
+    stage, v, n = S.b_phase[b], S.b_node[b], S.b_size[b]
+    m = P.sub_type[S.b_sub[b]]
+    kind = P.level_kind[stage]
+    if kind == LEVEL_BATCH:  # tabulated; IDW clamps sizes beyond the knots anyway
+        return P.bt_mean[stage, m, min(n, MAX_BATCH_TABLE), r]
+    level = S.alloc[v, BAND_IN] if kind == LEVEL_BAND_IN else S.alloc[v, BAND_OUT]
+    nl = P.n_levels[stage]
+    w = np.empty(nl)
+    idw_weights(min(max(level, P.levels[stage, 0]), P.levels[stage, nl - 1]), P.levels[stage], nl,
+                P.idw_power, w)
+    own = (r == BAND_IN and kind == LEVEL_BAND_IN) or (r == BAND_OUT and kind == LEVEL_BAND_OUT)
+    mean = 0.0
+    for l in range(nl):
+        mean += w[l] * (P.st_mean[stage, m, r, l] / P.levels[stage, l] if own else P.st_mean[stage, m, r, l])
+    return mean * level if own else mean
+
+
+@kernel
+def carry_phases(S, P, b, t):
+    """Batch b finished its phase at time b_tau in step t (D26, `phase_changes:
+    carry_over`): it enters the next phase at once and, for the rest of the step, asks
+    the mean of that phase's own resource (CPU for execution, band_in for an input
+    download, band_out for an upload), granted up to what its node, and for a user's
+    transfers the server's link, left unused in the step. A phase finished so goes on to
+    the next, until the batch is done or the step is used up. What it uses is added to
+    the step's consumption and work."""
+    rest = 1.0 - S.b_tau[b]
+    while True:
+        batch_advance(S, P, b, t)  # with carry_over it never merges: b is b, or freed
+        if S.b_node[b] < 0 or rest <= 0.0:
+            return
+        v, ph = S.b_node[b], S.b_phase[b]
+        r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
+        rate = min(_mean_ask(S, P, b, r), S.alloc[v, r] - S.nd_cons[v, r])
+        if v > 0 and r == BAND_IN:  # users' downloads come from the server's outbound link
+            rate = min(rate, S.alloc[0, BAND_OUT] - S.ser_scons[t, BAND_OUT])
+        elif v > 0 and r == BAND_OUT:  # and their uploads go to its inbound link
+            rate = min(rate, S.alloc[0, BAND_IN] - S.ser_scons[t, BAND_IN])
+        if rate <= 0.0:
+            return
+        need = phase_work(S, P, b)
+        finished = need <= rate * rest
+        used = need if finished else rate * rest
+        rest = rest - need / rate if finished else 0.0
+        S.b_done[b] = 1.0 if finished else used / need
+        # the step's records (as step_consumption keeps them)
+        S.nd_cons[v, r] += used
+        if v > 0:
+            S.ser_ucons[t, r] += used
+            if r == BAND_IN:
+                S.ser_scons[t, BAND_OUT] += used
+            elif r == BAND_OUT:
+                S.ser_scons[t, BAND_IN] += used
+        elif r == CPU:
+            S.ser_scons[t, CPU] += used
+        if r == CPU:
+            S.nd_work[v] += used / 100.0
+        if not finished:
+            return
+        if ph == EXECUTION:
+            S.ser_work[t, 0 if v == 0 else 1] += need / 100.0

@@ -190,6 +190,7 @@ def batch_new(S, P, v, j, phase, t):
     S.b_cons[b, :] = 0.0
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
+    S.b_tau[b] = -1.0
     S.b_eps[b] = draw_work_factor(S, P, j) if phase == EXECUTION else 1.0
     h = S.nd_bhead[v]
     S.b_nnext[b] = h
@@ -331,7 +332,9 @@ def batch_advance(S, P, b, t):
     while s >= 0:
         S.ex_phase[s // P.max_slots, s % P.max_slots] = nph
         s = S.sl_next[s]
-    target = batch_born_now(S, P, v, j, nph, t) if P.batching else -1
+    # With carry_over (D26) batches that enter a phase in one step did so at different
+    # times and have done different work in it: they stay separate.
+    target = batch_born_now(S, P, v, j, nph, t) if P.batching and not P.carry_over else -1
     if target >= 0 and target != b:
         # Same node, subtask, phase and age: one batch from now on (paper 2.2).
         last = -1
@@ -354,6 +357,7 @@ def batch_advance(S, P, b, t):
     S.b_born[b] = t
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
+    S.b_tau[b] = -1.0
     S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
     merge_record(S, P, b, v, j, nph, t)
 
