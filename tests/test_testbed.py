@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import yaml
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.model.config import ConfigError, load_config
+from testbed_support import unavailable
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "testbed" / "light-uniform.yaml"
 
@@ -57,31 +57,8 @@ def test_what_the_live_system_cannot_run_exits_2(tmp_path, capsys, override, key
     assert f"{key}:" in capsys.readouterr().err
 
 
-def _unavailable() -> str | None:
-    """Why the live run cannot happen here, or None."""
-    for module in ("aiohttp", "onnxruntime", "onnx", "cv2", "rapidocr"):
-        try:
-            __import__(module)
-        except ImportError:
-            return f"{module} is not installed (pip install 'gmm-volunteer[testbed]')"
-    from gmm_volunteer.testbed.isolation import IsolationError, cgroup_version
-
-    try:
-        cgroup_version()
-    except IsolationError as exc:
-        return str(exc)
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` (iproute2) is not installed"
-    probe = f"gmmvtbprobe{os.getpid()}"
-    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
-        return "cannot create a network namespace"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
 def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, capsys):
-    why = _unavailable()
+    why = unavailable()
     if why:
         pytest.skip(f"live testbed unavailable: {why}")
     from gmm_volunteer.experiments.summary import summarize

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gmm_volunteer.cli.commands import main
+from testbed_support import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = ROOT / "configs" / "testbed" / "light-uniform.yaml"
@@ -91,29 +91,6 @@ def test_resources_are_the_configured_limits(capsys, tmp_path):
 
 # --- live: root, cgroups, namespaces ----------------------------------------------
 
-def _unavailable_limits(need_collect: bool = False) -> str | None:
-    from gmm_volunteer.testbed.isolation import IsolationError, cgroup_version
-
-    try:
-        cgroup_version()
-    except IsolationError as exc:
-        return str(exc)
-    for tool in ("ip", "tc"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` (iproute2) is not installed"
-    probe = f"gmmvtbprobe{os.getpid()}"
-    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
-        return "cannot create a network namespace"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    if need_collect:
-        for module in ("onnxruntime", "cv2", "rapidocr"):
-            try:
-                __import__(module)
-            except ImportError:
-                return f"{module} is not installed (pip install 'gmm-volunteer[testbed]')"
-    return None
-
-
 def _leftovers(pid: int) -> list[str]:
     """Cgroups, namespaces and links named for collector `pid` that still exist."""
     tag = f"gmmvtb{pid}"
@@ -145,7 +122,7 @@ def _inside() -> dict:
 
 
 def test_limited_worker_runs_inside_and_leaves_nothing(tmp_path):
-    why = _unavailable_limits()
+    why = unavailable(runtime=False)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     import concurrent.futures as cf
@@ -172,7 +149,7 @@ def test_limited_worker_runs_inside_and_leaves_nothing(tmp_path):
 
 
 def test_limited_worker_removes_what_it_made_on_an_error():
-    why = _unavailable_limits()
+    why = unavailable(runtime=False)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     from gmm_volunteer.testbed.limits import LimitedWorker, node_limits
@@ -192,7 +169,7 @@ def _gmmv(*argv: str) -> list[str]:
 def test_limited_subtask_collection_end_to_end(tmp_path):
     """A short collection in a device's limits: the worker's CPU is the cgroup's, the runs
     record the link's rate, and nothing named for the collector is left."""
-    why = _unavailable_limits(need_collect=True)
+    why = unavailable(runtime=True)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     out = tmp_path / "subtasks"
@@ -214,7 +191,7 @@ def test_limited_subtask_collection_end_to_end(tmp_path):
 
 
 def test_limited_collection_interrupted_removes_what_it_made(tmp_path):
-    why = _unavailable_limits(need_collect=True)
+    why = unavailable(runtime=True)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     proc = subprocess.Popen(_gmmv("collect", "subtasks", "--testbed", str(LIGHT), "--types", "ppocr_det",
@@ -262,7 +239,7 @@ def _run_gmmv(tmp_path, *argv: str, timeout: float = 600) -> tuple[subprocess.Po
 
 def test_limited_collection_of_the_server_node_and_of_downloads(tmp_path):
     """The server's limits (no link, its threads) for subtasks; a device's link for downloads."""
-    why = _unavailable_limits(need_collect=True)
+    why = unavailable(runtime=True)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     p, err = _run_gmmv(tmp_path, "collect", "subtasks", "--testbed", str(LIGHT), "--node", "server",
@@ -285,7 +262,7 @@ def test_limited_collection_of_the_server_node_and_of_downloads(tmp_path):
 
 
 def test_worker_killed_by_the_memory_limit_exits_1_and_leaves_nothing(tmp_path):
-    why = _unavailable_limits(need_collect=True)
+    why = unavailable(runtime=True)
     if why:
         pytest.skip(f"testbed limits unavailable: {why}")
     cfg = tmp_path / "small.yaml"
