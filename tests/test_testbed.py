@@ -96,6 +96,53 @@ def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, ca
     assert "light5" in summarize(ds)
 
 
+
+def test_a_device_killed_mid_run_goes_offline_and_the_run_goes_on(tmp_path, capsys):
+    """A device process that dies (here SIGKILL, as the kernel's OOM killer sends) is
+    taken offline for the rest of the run, as a departure: its request is dropped, its
+    subtasks go back to the queue, and the run ends normally with the others."""
+    why = unavailable()
+    if why:
+        pytest.skip(f"live testbed unavailable: {why}")
+    import signal
+    import threading
+    import time
+
+    from gmm_volunteer.io.results import open_result
+
+    wd = tmp_path / "wd"
+    cfg = _small(tmp_path, steps=30, testbed={"workdir": str(wd)})
+    killed: list[int] = []
+
+    def kill_device_2():
+        deadline = time.time() + 120
+        while not (wd / "start.json").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(10)  # into the run
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().decode().split("\0")
+            except OSError:
+                continue
+            if "gmm_volunteer.testbed.device" in argv and str(wd) in argv and argv[argv.index(str(wd)) + 1] == "2":
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+
+    killer = threading.Thread(target=kill_device_2)
+    killer.start()
+    out = tmp_path / "tb.zarr"
+    code = main(["testbed", str(cfg), "-o", str(out), "-q"])
+    killer.join()
+    assert code == 0, capsys.readouterr().err
+    assert killed
+    acc = json.loads(open_result(out).attrs["testbed"])
+    [(v, step, rc, _)] = acc["devices_lost"]
+    assert v == 2 and rc == -signal.SIGKILL and 5 <= step < 30
+    ds = open_result(out)
+    assert int(ds.online_users.values[step + 2:].max()) <= 2  # offline from then on
+    assert acc["requests_received"] == acc["requests_ended"] + acc["requests_active_at_end"]
+    assert acc["results_accepted_twice"] == 0
+
 # ---- the live rules (testbed/placement.py) against what the simulator's rules do ----------
 
 

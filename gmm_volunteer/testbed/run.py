@@ -130,7 +130,9 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
             time.sleep(0.2)
         t0 = time.time() + 1.0
         write_start(workdir, t0, cfg.steps)
-        meas = _measure(cfg.steps, t0, cg_server, cgs, links, workdir, bundle, progress)
+        lost: list = []
+        meas = _measure(cfg.steps, t0, cg_server, cgs, links, workdir, bundle, progress,
+                        lambda t: _take_lost_offline(t, procs, cgs, port, lost))
         deadline = time.time() + 30.0
         while any(p.poll() is None for p in procs) and time.time() < deadline:
             time.sleep(0.1)
@@ -144,7 +146,8 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                   "memory_mb": [cg_server.memory_bytes / MB] + [c.memory_bytes / MB for c in cgs],
                   "memory_peak_mb": [cg_server.memory_peak() / MB] + [c.memory_peak() / MB for c in cgs],
                   "oom_kills": [cg_server.oom_kills()] + [c.oom_kills() for c in cgs],
-                  "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs]}
+                  "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs],
+                  "devices_lost": lost}
     finally:
         res.close()
         signals.__exit__(None, None, None)
@@ -154,8 +157,26 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                    server_max)
 
 
-def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress) -> dict:
-    """Per-step consumption as the kernel counts it (cgroups, link byte counters)."""
+def _take_lost_offline(t: int, procs, cgs, port: int, lost: list) -> None:
+    """A device process that exited during the run (the kernel's OOM killer, a crash)
+    leaves for good: the server takes the node offline as at a departure (its request
+    dropped, its unfinished subtasks back to the queue, paper 2.2), so the run goes on
+    with the others. Each loss is recorded as [device, step, exit code, OOM kills]."""
+    done = {d for d, *_ in lost}
+    for v, p in enumerate(procs[1:], start=1):
+        if v in done or p.poll() is None:
+            continue
+        lost.append([v, t, p.returncode, cgs[v - 1].oom_kills()])
+        try:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/offline/{v}", data=b"", method="POST")
+            urllib.request.urlopen(req, timeout=2).close()
+        except OSError:
+            pass  # the server itself is gone: the run fails below for want of its log
+
+
+def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress, each_step=None) -> dict:
+    """Per-step consumption as the kernel counts it (cgroups, link byte counters);
+    `each_step(t)` runs after step t's reading."""
     n = len(cgs)
     node_cpu = np.zeros((steps, n + 1), np.float32)
     scons = np.zeros((steps, len(RESOURCES)), np.float32)
@@ -187,6 +208,8 @@ def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress) -> dic
         else:
             ucons[t, STORAGE] = ucons[t - 1, STORAGE]
         last = now
+        if each_step is not None:
+            each_step(t)
         if progress is not None:
             progress(t)
     return {"node_cpu": node_cpu, "server": scons, "user": ucons}
@@ -211,6 +234,7 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         "results_accepted_twice": int((accepted[:, 2] > 1).sum()) if accepted.size else 0,
         "results_rejected": int(log["rejected"]),
         "devices_reporting": len(devices),
+        "devices_lost": limits.pop("devices_lost"),
         "limits": limits,
     }
     attrs = {
