@@ -132,17 +132,21 @@ class Cgroup:
             return int(kv.get("throttled_time", 0)) / 1e9
         return int(kv.get("throttled_usec", 0)) / 1e6
 
-    def remove(self) -> None:
+    def kill_all(self) -> None:
+        """SIGKILL every process inside this cgroup (only ours), until none is left."""
         for _ in range(50):
             pids = self.pids()
             if not pids:
-                break
-            for pid in pids:  # only processes inside our own cgroup
+                return
+            for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             time.sleep(0.05)
+
+    def remove(self) -> None:
+        self.kill_all()
         for d in set(self.dirs.values()):
             for _ in range(50):
                 try:

@@ -142,19 +142,8 @@ class LimitedWorker:
     def stop_workers(self) -> None:
         """Kill whatever runs in the cgroup (the measured worker), so that a collection
         interrupted mid-run does not wait for the worker's plan to finish."""
-        import signal
-        import time
-
-        for _ in range(50):
-            pids = self.cg.pids() if self.cg is not None else []
-            if not pids:
-                return
-            for pid in pids:  # only processes inside our own cgroup
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
+        if self.cg is not None:
+            self.cg.kill_all()
 
     def names(self) -> list[str]:
         """What this made: the cgroup, and the namespace and host veth of the link."""
