@@ -276,9 +276,9 @@ def _grow_pool(st: State, changes: dict, fields, free: str, nfree: str, need: in
     changes[nfree] = np.array([new_ids.size + old_free.size], np.int64)
 
 
-_POOL_FILL = {f: -1 for f in ("b_node", "b_sub", "b_head", "b_nnext", "b_nprev", "b_list", "b_pos",
-                              "dl_node", "dl_sub", "dl_list", "dl_pos", "dl_run")}
-_POOL_FILL["b_tau"] = -1.0
+_POOL_FILL = {**{f: -1 for f in ("b_node", "b_sub", "b_head", "b_nnext", "b_nprev", "b_list", "b_pos",
+                                 "dl_node", "dl_sub", "dl_list", "dl_pos", "dl_run")},
+              "b_tau": -1.0}
 
 
 def grow_if_needed(st: State, P: Params, t: int) -> State:

@@ -34,6 +34,7 @@ class _Graph:
         self.nodes: list = []
         self.inits: list = []
         self.n = 0
+        self.clip: list[str] = []  # the bounds of every Clip (ReLU6), made at the first
 
     def _name(self, kind: str) -> str:
         self.n += 1
@@ -70,7 +71,7 @@ class _Graph:
                          dilations=[1, 1])
 
     def relu6(self, x: str) -> str:
-        if not hasattr(self, "clip"):  # the bounds, one pair for every Clip
+        if not self.clip:
             self.clip = [self._init("min", np.array(0.0)), self._init("max", np.array(6.0))]
         return self.node("Clip", [x, *self.clip])
 

@@ -38,7 +38,7 @@ def _command_line() -> str:
     return " ".join([prog] + [shlex.quote(a) for a in sys.argv[1:]])
 
 
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE  # a leaf module
 
 
 class _BadInput(ValueError):
@@ -89,7 +89,7 @@ def _limited_run(command: str, args: argparse.Namespace, limits, link: bool, col
                       file=sys.stderr, flush=True)
             collect(lw)
     except (IsolationError, NotQuietError, WorkerDiedError) as err:
-        return _fail(command, err, EXIT_FAILED)
+        return _fail(command, err, EXIT_FAILURE)
     except KeyboardInterrupt:
         return _fail(command, "interrupted; what it made is removed", EXIT_INTERRUPTED)
     return 0
@@ -104,7 +104,7 @@ def _run_resources(args: argparse.Namespace) -> int:
             _refuse(args, "a testbed node's resources are its configured limits (--testbed)",
                     "link_mbps", "path", "nics")
     except _BadInput as err:
-        return _fail("resources", err, EXIT_BAD_INPUT)
+        return _fail("resources", err, EXIT_USAGE)
     if limits is not None:
         print(limits_resources(args.out, limits, interval=args.interval, duration=args.duration,
                                n_samples=args.samples, command=_command_line()))
@@ -151,7 +151,7 @@ def _run_subtasks(args: argparse.Namespace) -> int:
         if args.bandwidths is None:
             args.bandwidths = list(DEFAULT_BANDWIDTHS)
     except _BadInput as err:
-        return _fail("subtasks", err, EXIT_BAD_INPUT)
+        return _fail("subtasks", err, EXIT_USAGE)
     if limits is not None:
         return _limited_run("subtasks", args, limits, limits.shaped,
                             lambda lw: _collect_subtasks(collect_subtasks, args, lw))
@@ -196,7 +196,7 @@ def _run_downloads(args: argparse.Namespace) -> int:
             _refuse(args, "with --testbed the device's link sets the one level (its band_in)",
                     "resource_trace", "levels", "fixed_levels")
     except _BadInput as err:
-        return _fail("downloads", err, EXIT_BAD_INPUT)
+        return _fail("downloads", err, EXIT_USAGE)
     if limits is not None:
         return _limited_run("downloads", args, limits, True, lambda lw: _collect_downloads(collect_downloads, args, lw))
     _collect_downloads(collect_downloads, args)

@@ -128,14 +128,15 @@ def cpu_share_time(S, P, v, capacity, demand):
         return _share_time_one(u1, S.b_cons[first, CPU], capacity, demand)
     u = np.empty(n)
     d = np.empty(n)
-    ids = np.empty(n, np.int64)
+    ids = np.empty(n if P.carry_over else 0, np.int64)  # finishing batches' ids, for b_tau
     n = 0
     b = S.nd_bhead[v]
     while b >= 0:
         if S.b_phase[b] == EXECUTION and S.b_cons[b, CPU] > 0.0:
             u[n] = _remaining(S, P, b) / S.b_cons[b, CPU]
             d[n] = S.b_cons[b, CPU]
-            ids[n] = b
+            if P.carry_over:
+                ids[n] = b
             n += 1
         b = S.b_nnext[b]
     order = np.argsort(u, kind="mergesort")
@@ -445,17 +446,17 @@ def step_completions(S, P, t):
 def _mean_ask(S, P, b, r):
     """The mean of what batch b asks of resource r in its phase (the statistics that
     rescale its ARMA samples, D9, without the sample): per second, in r's units."""
-    stage, v, n = S.b_phase[b], S.b_node[b], S.b_size[b]
+    stage, n = S.b_phase[b], S.b_size[b]
     m = P.sub_type[S.b_sub[b]]
     kind = P.level_kind[stage]
     if kind == LEVEL_BATCH:  # tabulated; IDW clamps sizes beyond the knots anyway
         return P.bt_mean[stage, m, min(n, MAX_BATCH_TABLE), r]
-    level = S.alloc[v, BAND_IN] if kind == LEVEL_BAND_IN else S.alloc[v, BAND_OUT]
+    level = _level(S, P, stage, S.b_node[b], n)
     nl = P.n_levels[stage]
     w = np.empty(nl)
     idw_weights(min(max(level, P.levels[stage, 0]), P.levels[stage, nl - 1]), P.levels[stage], nl,
                 P.idw_power, w)
-    own = (r == BAND_IN and kind == LEVEL_BAND_IN) or (r == BAND_OUT and kind == LEVEL_BAND_OUT)
+    own = r == (BAND_IN if kind == LEVEL_BAND_IN else BAND_OUT)  # the bandwidth the transfer uses
     mean = 0.0
     for l in range(nl):
         mean += w[l] * (P.st_mean[stage, m, r, l] / P.levels[stage, l] if own else P.st_mean[stage, m, r, l])
