@@ -108,7 +108,9 @@ def test_violation_minutes_count_minutes_whose_p99_exceeds_tau():
     # minute 3: one request of 31 s; minute 2: nothing ended (not a violation)
     end = np.r_[np.full(100, 30), np.full(100, 90), [200]]
     lat = np.r_[np.ones(100), np.ones(98), [100, 100], [31]]
-    store = xr.Dataset({"request_end": ("request", end), "request_latency": ("request", lat)})
+    one_type = ("request_type", "request")  # the store's layout, one request type
+    store = xr.Dataset({"request_end": (one_type, end[None]), "request_latency": (one_type, lat[None]),
+                        "request_count": ("request_type", [end.size])})
     assert violation_minutes(store, tau=30.0) == 2.0
     assert violation_minutes(store, tau=200.0) == 0.0
 

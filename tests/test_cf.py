@@ -1,7 +1,7 @@
 """Stores as CF 1.11 describes them (docs/formats.md section 2.1): cf-xarray finds the
 time axis, the flags and the standard names; every unit is one UDUNITS-2 reads; the IOOS
-compliance checker finds no error; and stores of format 2 (0.4.0-0.6.x) open with the
-look of format 3."""
+compliance checker finds no error; and stores of formats 2 (0.4.0-0.6.0) and 3 (0.6.0)
+open with the look of format 4."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ from helpers import TYPE_NAMES, make_record
 
 cf_xarray = pytest.importorskip("cf_xarray")
 
-# Written by gmm-volunteer 0.6.0's write_result (store format 2) from
+# Written by gmm-volunteer 0.6.0's write_result (store formats 2 and 3, before and after
+# the CF change, both under version 0.6.0), from
 # helpers.make_record(seed=5, steps=60, n_requests=40) plus a constant dedicated_capacity
 # [1000, 1000, 400, 4000, 8000] and the scaling actions [[10, 20, 1, 2], [30, -1, 2, 1]].
 FORMAT2 = Path(__file__).parent / "data" / "store_format2.zarr"
+FORMAT3 = Path(__file__).parent / "data" / "store_format3.zarr"
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +51,11 @@ def test_cf_xarray_finds_the_time_axis_on_plain_open_zarr(store):
 def test_cf_xarray_reads_the_flags(store):
     rec, path = store
     ds = xr.open_zarr(path)
-    completed = (ds["request_outcome"].cf == "completed").values
-    np.testing.assert_array_equal(completed, rec.request_outcome == 0)
-    heavy10 = (ds["request_type_code"].cf == "heavy10").values
-    np.testing.assert_array_equal(heavy10, rec.request_type == TYPE_NAMES.index("heavy10"))
+    completed = (ds["request_outcome"].cf == "completed").values  # (request_type, request)
+    for k in range(len(TYPE_NAMES)):
+        mine = rec.request_outcome[rec.request_type == k] == 0
+        np.testing.assert_array_equal(completed[k, : mine.size], mine)
+        assert not completed[k, mine.size:].any()  # padding is no outcome
 
 
 def _units_of_every_variable(ds: xr.Dataset) -> dict:
@@ -116,26 +119,30 @@ def test_the_cf_checker_finds_no_error(store, tmp_path):
     assert any("time" in e for e in _checker_errors(tmp_path / "broken.nc", tmp_path))
 
 
-# -- stores written by 0.4.0-0.6.x (format 2) ----------------------------------------------
+# -- stores written by 0.4.0-0.6.0 (formats 2 and 3) --------------------------------------
 
-def test_format2_store_opens_with_the_format3_look(tmp_path):
-    path = shutil.copytree(FORMAT2, tmp_path / "old.zarr")
+@pytest.mark.parametrize("store_dir, fmt, codes_var", [(FORMAT2, 2, "request_type"),
+                                                      (FORMAT3, 3, "request_type_code")])
+def test_old_stores_open_with_the_current_look(tmp_path, store_dir, fmt, codes_var):
+    path = shutil.copytree(store_dir, tmp_path / "old.zarr")
     meta = json.loads((path / "zarr.json").read_text())["attributes"]
-    codes = json.loads((path / "request_type" / "zarr.json").read_text())
-    assert meta["store_format"] == 2 and codes["dimension_names"] == ["request"]  # the old layout
+    codes = json.loads((path / codes_var / "zarr.json").read_text())
+    assert meta["store_format"] == fmt and codes["dimension_names"] == ["request"]  # the old layout
     ds = open_result(path)
-    assert ds.attrs["store_format"] == 2  # what the store is; it reads like format 3
+    assert ds.attrs["store_format"] == fmt  # what the store is; it reads like format 4
     rec = dataclasses.replace(  # what 0.6.0 wrote into it
         make_record(seed=5, steps=60, n_requests=40),
         dedicated_capacity=np.tile(np.array([1000, 1000, 400, 4000, 8000], np.float32), (60, 1)),
         scaling_actions=np.array([[10, 20, 1, 2], [30, -1, 2, 1]], np.int64),
         scaling_action_cost=np.array([40 / 3600, 0.0]))
     new = build_dataset(rec)
-    assert set(ds.data_vars) >= set(new.data_vars)
-    np.testing.assert_array_equal(ds["request_type_code"].values, rec.request_type)
+    assert set(ds.data_vars) == set(new.data_vars)
     assert list(ds.indexes["request_type"]) == list(TYPE_NAMES)
-    assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in rec.request_type]
-    assert ds["request_type_code"].attrs["flag_meanings"].split() == list(TYPE_NAMES)
+    for name in ("request_user", "request_start", "request_end", "request_outcome",
+                 "request_latency", "request_count"):
+        xr.testing.assert_equal(ds[name], new[name])  # values, dims, dtypes (old long names may differ)
+        assert ds[name].dtype == new[name].dtype, name
+    assert "request_type_code" not in ds and "request_type_label" not in ds
     xr.testing.assert_identical(ds["time"].reset_coords(drop=True), new["time"])
     np.testing.assert_array_equal(ds["server_consumption"].values, rec.server_consumption)
     assert ds["completed_work"].attrs["units"] == "s"

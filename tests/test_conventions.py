@@ -1,9 +1,10 @@
 """Conventions of the stored datasets (docs/formats.md, "Conventions"): long names and
-units everywhere, request types as labels, netCDF-safe attributes, consolidated
+units everywhere, request records per request type, netCDF-safe attributes, consolidated
 metadata, many runs opened together, and stores of format 1 (0.3.0) still readable."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import warnings
@@ -67,7 +68,8 @@ def test_a_real_run_follows_the_conventions_and_writes_to_netcdf(real_runs, tmp_
     assert ds.attrs["store_format"] == conventions.STORE_FORMAT
     ds.to_netcdf(tmp_path / "run.nc")
     back = xr.open_dataset(tmp_path / "run.nc")
-    assert list(back["request_type_label"].values) == list(ds["request_type_label"].values)
+    np.testing.assert_array_equal(back["request_latency"].values, ds["request_latency"].values)  # NaN padding too
+    assert back["request_latency"].encoding["dtype"] == np.int64
     np.testing.assert_array_equal(back["server_consumption"].values, ds["server_consumption"].values)
 
 
@@ -88,40 +90,76 @@ def test_units_per_resource_come_from_a_coordinate(real_runs):
         "band_in": "Mbit/s", "band_out": "Mbit/s", "cpu": "%", "memory": "MB", "storage": "MB"}
 
 
-def test_request_type_is_a_labelled_coordinate(real_runs):
-    ds = open_result(real_runs[0])
-    codes = ds["request_type_code"].values
-    assert ds["request_type_code"].attrs["flag_meanings"].split() == list(TYPE_NAMES)
-    assert list(ds.indexes["request_type"]) == list(TYPE_NAMES)  # the index, in code order
-    assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in codes]
-    # groupby by name, with the latencies still lazy (dask)
-    assert ds["request_latency"].chunks is not None
-    by_type = ds["request_latency"].groupby("request_type_label").mean().compute()
-    for name in by_type["request_type_label"].values:
-        expected = ds["request_latency"].values[codes == TYPE_NAMES.index(name)].mean()
-        assert float(by_type.sel(request_type_label=name)) == pytest.approx(expected)
-    # the labels are in the store itself, for readers that do not use open_result
-    raw = xr.open_zarr(real_runs[0])
-    assert list(raw["request_type_label"].values) == list(ds["request_type_label"].values)
-    assert list(raw.indexes["request_type"]) == list(TYPE_NAMES)
+def _per_type(rec, values):
+    """`values` (one per request of `rec`) split by request type, in record order."""
+    return [np.asarray(values)[rec.request_type == k] for k in range(len(TYPE_NAMES))]
 
 
-def test_plain_xarray_groups_requests_by_type(real_runs):
-    """docs/api.md: on plain xr.open_zarr, grouping by the stored label works once it is
-    in memory (xarray groups only by values it holds), or with chunks=None."""
-    raw = xr.open_zarr(real_runs[0])
-    codes = raw["request_type_code"].values
-    latency = raw["request_latency"].values
-    p99 = raw.request_latency.groupby(raw.request_type_label.load()).quantile(0.99)
-    unopened = xr.open_zarr(real_runs[0], chunks=None)  # no dask: labels read on use
-    direct = unopened.groupby("request_type_label").quantile(0.99)["request_latency"]
+def test_requests_are_laid_out_per_request_type(tmp_path):
+    """Store format 4: a row per request type, its requests in record order, then NaN
+    padding (stored as _FillValue -1 in the records' integer types)."""
+    rec = make_record(seed=3, steps=80, n_requests=120)
+    built = build_dataset(rec)
+    path = write_result(rec, tmp_path / "r.zarr")
+    raw = xr.open_zarr(path)
+    assert list(raw.indexes["request_type"]) == list(TYPE_NAMES)  # the index, in code order
+    width = max(int(np.sum(rec.request_type == k)) for k in range(len(TYPE_NAMES)))
+    assert raw.sizes["request"] == width
+    for name, values in (("request_user", rec.request_user), ("request_start", rec.request_start),
+                         ("request_end", rec.request_end), ("request_outcome", rec.request_outcome),
+                         ("request_latency", rec.request_end - rec.request_start)):
+        for k, mine in enumerate(_per_type(rec, values)):
+            row = raw[name].isel(request_type=k).values
+            np.testing.assert_array_equal(row[: mine.size], mine, err_msg=name)
+            assert np.isnan(row[mine.size:]).all(), name
+            assert int(raw["request_count"][k]) == mine.size
+        meta = json.loads((path / name / "zarr.json").read_text())
+        assert meta["data_type"] == np.dtype(conventions.REQUEST_DTYPES[name]).name, name
+        assert raw[name].encoding["_FillValue"] == -1, name
+        # the dataset before writing is what a reader gets back
+        xr.testing.assert_identical(built[name].drop_encoding(), raw[name].load().drop_encoding())
+    flat = conventions.flat_requests(raw)
+    order = np.argsort(rec.request_type, kind="stable")
+    np.testing.assert_array_equal(flat["request_type"], rec.request_type[order])
+    np.testing.assert_array_equal(flat["request_start"], rec.request_start[order])
+    assert flat["request_outcome"].dtype == np.int8 and flat["request_start"].dtype == np.int64
+
+
+def test_plain_open_zarr_gives_quantiles_per_request_type(tmp_path):
+    """docs/api.md: P99 per request type on a plain xr.open_zarr, lazily (dask), in one
+    line; completed requests only with a where."""
+    rec = make_record(seed=4, steps=200, n_requests=400)
+    raw = xr.open_zarr(write_result(rec, tmp_path / "r.zarr"))
+    assert raw["request_latency"].chunks is not None
+    p99 = raw.request_latency.quantile(0.99, "request")
+    p99_done = raw.request_latency.where(raw.request_outcome == 0).quantile(0.99, "request")
+    mean = raw.request_latency.mean("request")
+    latency = rec.request_end - rec.request_start
     for k, name in enumerate(TYPE_NAMES):
-        mine = latency[codes == k]
-        if not mine.size:  # a type without requests is no group
-            assert name not in p99["request_type_label"].values
-            continue
-        assert float(p99.sel(request_type_label=name)) == pytest.approx(np.quantile(mine, 0.99))
-        assert float(direct.sel(request_type_label=name)) == pytest.approx(np.quantile(mine, 0.99))
+        mine = latency[rec.request_type == k]
+        done = latency[(rec.request_type == k) & (rec.request_outcome == 0)]
+        assert float(p99.sel(request_type=name)) == pytest.approx(np.quantile(mine, 0.99))
+        assert float(p99_done.sel(request_type=name)) == pytest.approx(np.quantile(done, 0.99))
+        assert float(mean.sel(request_type=name)) == pytest.approx(mine.mean())
+    # request types are an index: select by name, group the per-type statistics
+    assert int(raw.request_count.sel(request_type="heavy10")) == int(np.sum(rec.request_type == 3))
+
+
+def test_a_type_without_requests_has_an_empty_row(tmp_path):
+    rec = make_record(seed=1, steps=50, n_requests=30)
+    rec = dataclasses.replace(rec, request_type=np.where(rec.request_type == 2, 1, rec.request_type).astype(np.int8))
+    raw = xr.open_zarr(write_result(rec, tmp_path / "r.zarr"))
+    assert int(raw.request_count.sel(request_type=TYPE_NAMES[2])) == 0
+    assert np.isnan(raw.request_latency.sel(request_type=TYPE_NAMES[2]).values).all()
+    assert np.isnan(float(raw.request_latency.quantile(0.99, "request").sel(request_type=TYPE_NAMES[2])))
+    assert run_metrics(open_result(tmp_path / "r.zarr"))["requests"].sel(request_type=TYPE_NAMES[2]).sum() == 0
+
+
+def test_a_run_without_requests_writes_and_reads(tmp_path):
+    rec = make_record(seed=1, steps=20, n_requests=0)
+    ds = open_result(write_result(rec, tmp_path / "r.zarr"))
+    assert ds.sizes["request"] == 0 and ds["request_count"].values.tolist() == [0] * len(TYPE_NAMES)
+    assert run_metrics(ds)["requests"].sum() == 0
 
 
 def test_stores_have_consolidated_metadata(real_runs):
@@ -142,12 +180,17 @@ def test_open_runs_stacks_runs_along_run(real_runs, tmp_path):
     assert ds.sizes["time"] == 300  # the 250-step run is padded with NaN
     assert np.isnan(ds["online_users"].isel(run=2, time=slice(250, None)).values).all()
     singles = [open_result(p) for p in real_runs]
-    assert list(ds["request_count"].values) == [s.sizes["request"] for s in singles]
+    np.testing.assert_array_equal(ds["request_count"].values, [s["request_count"].values for s in singles])
+    # P99 per run and request type, without a loop over runs
+    p99 = ds.request_latency.where(ds.request_outcome == 0).quantile(0.99, "request")
+    assert p99.dims == ("run", "request_type")
     for i, single in enumerate(singles):
         n = single.sizes["request"]
         np.testing.assert_array_equal(ds["request_latency"].isel(run=i, request=slice(0, n)).values,
                                       single["request_latency"].values)
-        assert list(ds["request_type_label"].values[i, :n]) == list(single["request_type_label"].values)
+        assert np.isnan(ds["request_latency"].isel(run=i, request=slice(n, None)).values).all()
+        mine = run_metrics(single)["latency_quantile"].sel(quantile=0.99)
+        np.testing.assert_allclose(p99.isel(run=i).values, mine.values, rtol=1e-12)
         np.testing.assert_array_equal(
             ds["server_consumption"].isel(run=i, time=slice(0, single.sizes["time"])).values,
             single["server_consumption"].values)
@@ -196,9 +239,11 @@ def test_format1_store_opens_with_the_new_conventions(tmp_path):
     assert ds.attrs["store_format"] == 1  # what the store is; it reads like format 3
     assert list(conventions.steps_of(ds["time"])) == list(range(60))
     rec = make_record(seed=5, steps=60, n_requests=40)  # what 0.3.0 wrote into it
-    np.testing.assert_array_equal(ds["request_latency"].values, rec.request_end - rec.request_start)
+    flat = conventions.flat_requests(ds)  # the records now lie per request type
+    order = np.argsort(rec.request_type, kind="stable")
+    np.testing.assert_array_equal(flat["request_latency"], (rec.request_end - rec.request_start)[order])
+    np.testing.assert_array_equal(flat["request_type"], rec.request_type[order])
     np.testing.assert_array_equal(ds["server_consumption"].values, rec.server_consumption)
-    assert list(ds["request_type_label"].values) == [TYPE_NAMES[c] for c in rec.request_type]
     check_conventions(ds)
     assert ds.attrs["model_provisional"] == 1 and ds.attrs["complete"] == 1
     assert run_metrics(ds)["requests"].sum() == 40

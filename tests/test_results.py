@@ -36,19 +36,26 @@ def test_round_trip_values_dims_and_attrs(tmp_path):
     assert is_complete(path)
     ds = open_result(path)
 
-    stored = {"request_type": "request_type_code"}  # record field -> store variable
-    for name in ("request_user", "request_type", "request_start", "request_end",
-                 "request_outcome", "online_users", "active_requests", "server_allocation",
+    built = build_dataset(rec)
+    for name in ("online_users", "active_requests", "server_allocation",
                  "server_consumption", "user_consumption", "subtask_events"):
-        expected = np.asarray(getattr(rec, name))
-        got = ds[stored.get(name, name)].values
-        assert got.dtype == build_dataset(rec)[stored.get(name, name)].dtype, name
-        np.testing.assert_array_equal(got, expected, err_msg=name)
-    np.testing.assert_array_equal(ds["request_latency"].values, rec.request_latency)
+        got = ds[name].values
+        assert got.dtype == built[name].dtype, name
+        np.testing.assert_array_equal(got, np.asarray(getattr(rec, name)), err_msg=name)
+    # request records lie per request type (store format 4); read back flat, type by type
+    records = conventions.flat_requests(ds)
+    order = np.argsort(rec.request_type, kind="stable")
+    for name in ("request_user", "request_type", "request_start", "request_end",
+                 "request_outcome", "request_latency"):
+        expected = np.asarray(getattr(rec, name))[order]
+        assert records[name].dtype == expected.dtype, name
+        np.testing.assert_array_equal(records[name], expected, err_msg=name)
+        if name != "request_type":
+            assert ds[name].dtype == built[name].dtype, name
 
     assert ds["server_consumption"].dims == ("time", "resource")
     assert ds["subtask_events"].dims == ("time", "node_class", "event")
-    assert ds["request_type_code"].dims == ("request",)
+    assert ds["request_latency"].dims == ("request_type", "request")
     assert list(ds["resource"].values) == list(RESOURCES)
     assert list(ds["node_class"].values) == list(NODE_CLASSES)
     assert list(ds["event"].values) == list(EVENTS)
@@ -250,7 +257,8 @@ def test_open_zarr_directly_sees_the_same_data(tmp_path):
     rec = make_record(seed=5, steps=40)
     path = write_result(rec, tmp_path / "run.zarr")
     raw = xr.open_zarr(path, consolidated=False)
-    np.testing.assert_array_equal(raw["request_end"].values, rec.request_end)
+    np.testing.assert_array_equal(conventions.flat_requests(raw)["request_end"],
+                                  rec.request_end[np.argsort(rec.request_type, kind="stable")])
 
 
 def test_summarize_refuses_a_dataset_without_request_records():

@@ -23,14 +23,15 @@ import xarray as xr
 
 from gmm_volunteer.experiments.runs import open_runs  # noqa: F401  (many run stores as one dataset)
 from gmm_volunteer.experiments.summary import run_metrics
+from gmm_volunteer.io import conventions
 
 
 def _is_run_store(ds: xr.Dataset) -> bool:
-    return "request" in ds.dims and "request_outcome" in ds
+    return conventions.COUNT in ds and "request_outcome" in ds
 
 
 def _is_open_runs(ds: xr.Dataset) -> bool:
-    return "run" in ds.dims and "request_count" in ds and _is_run_store(ds)
+    return "run" in ds.dims and _is_run_store(ds)
 
 
 def metrics(ds: xr.Dataset, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:

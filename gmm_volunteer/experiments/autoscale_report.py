@@ -26,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from gmm_volunteer.experiments import analysis
+from gmm_volunteer.io.conventions import flat_requests
 from gmm_volunteer.io.sweepdir import MANIFEST, RUNS_DIR
 
 TAU = 30.0  # s, the SLO of the report: P99 of ended requests per minute
@@ -41,8 +42,8 @@ def runs_dir(results) -> Path:
 
 
 def violation_minutes(store: xr.Dataset, tau: float = TAU, quantile: float = 0.99, minute: int = 60) -> float:
-    end = np.asarray(store["request_end"].values)
-    lat = np.asarray(store["request_latency"].values, np.float64)
+    records = flat_requests(store)
+    end, lat = records["request_end"], records["request_latency"].astype(np.float64)
     if end.size == 0:
         return 0.0
     bucket = end // minute
@@ -63,9 +64,9 @@ def timeline(store: xr.Dataset, window: int = 300) -> pd.DataFrame:
     cfg = load_yaml(str(store.attrs.get("config", "")), "config") or {}
     base_cpu = float((cfg.get("base_profile") or {}).get("cpu", 200.0))
     start_hour = float((cfg.get("demand") or {}).get("start_hour", 0.0))
-    done = np.asarray(store["request_outcome"].values) == 0
-    end = np.asarray(store["request_end"].values)[done]
-    lat = np.asarray(store["request_latency"].values, np.float64)[done]
+    records = flat_requests(store)
+    done = records["request_outcome"] == 0
+    end, lat = records["request_end"][done], records["request_latency"][done].astype(np.float64)
     edges = np.arange(0, steps + window, window)
     idx = np.digitize(end, edges) - 1
     p99 = np.full(edges.size - 1, np.nan)

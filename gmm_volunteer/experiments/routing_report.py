@@ -117,6 +117,7 @@ def latency_over_time(results_dir: str | Path, ds: xr.Dataset, window_s: int = 5
     import matplotlib.pyplot as plt
 
     from gmm_volunteer.io.sweepdir import read_manifest
+    from gmm_volunteer.io.conventions import flat_requests
     from gmm_volunteer.io.results import is_complete, open_result
 
     results_dir = Path(results_dir)
@@ -136,10 +137,9 @@ def latency_over_time(results_dir: str | Path, ds: xr.Dataset, window_s: int = 5
     colors = {"join": "tab:green", "depart": "tab:red", "overload": "tab:orange"}
     fig, axes = plt.subplots(len(runs), 1, figsize=(10, 1.6 * len(runs) + 0.6), sharex=True, squeeze=False)
     for ax, (sched, path) in zip(axes[:, 0], runs):
-        r = open_result(path)
-        done = np.asarray(r["request_outcome"].values) == 0
-        end = np.asarray(r["request_end"].values)[done]
-        lat = (end - np.asarray(r["request_start"].values)[done]).astype(float)
+        r = flat_requests(open_result(path))
+        done = r["request_outcome"] == 0
+        end, lat = r["request_end"][done], r["request_latency"][done].astype(float)
         ax.plot(end, lat, ",", color="0.6", alpha=0.4, rasterized=True)
         if end.size:
             bins = np.arange(0, int(end.max()) + window_s, window_s)

@@ -6,13 +6,15 @@ tell runs apart (scheduler, users, capacities, seed, ...), so that
 
     ds = open_runs(sorted(Path("out/runs").glob("*.zarr")))
     ds.server_consumption.sel(resource="cpu").mean("time").groupby("scheduler").mean()
+    ds.request_latency.where(ds.request_outcome == 0).quantile(0.99, "request")
 
-works lazily (the series stay dask arrays reading the stores). Runs have different
-numbers of requests (and of scaling actions, routing decisions): those dimensions are
-padded to the longest run, with NaN (integer variables become float) and NaN labels;
-``request_count`` says how many requests each run has. Runs of different lengths are
-aligned on ``time`` the same way. A sweep's statistics over its grid are in its
-combined store instead (`gmm_volunteer.experiments.combine.open_combined`).
+works lazily (the series stay dask arrays reading the stores); the last line is the P99
+latency of completed requests per run and request type. Runs have different numbers of
+requests (and of scaling actions, routing decisions): those dimensions are padded to the
+longest run, with NaN (integer variables become float); ``request_count`` (run,
+request_type) says how many requests each run has of each type. Request types are aligned
+by name (a type a run's bundle lacks has count NaN), runs of different lengths on
+``time``. A sweep's statistics over its grid are in its combined store instead (`gmm_volunteer.experiments.combine.open_combined`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ def open_runs(paths, dim: str = "run") -> xr.Dataset:
     # label: pad each run to the longest.
     ragged = {d for ds in opened for d in ds.dims if d not in ds.indexes}
     sizes = {d: max(ds.sizes.get(d, 0) for ds in opened) for d in ragged}
-    counts = [int(ds.sizes.get("request", 0)) for ds in opened]
     stacked = xr.concat([_pad(ds, sizes) for ds in opened],
                         dim=pd.Index([str(p) for p in paths], name=dim),
                         data_vars="all", coords="different", compat="equals", join="outer",
@@ -68,9 +69,6 @@ def open_runs(paths, dim: str = "run") -> xr.Dataset:
                                           dtype=np.int64 if fits else object))
     # The stores' encodings (int32 on disk) no longer fit padded float values.
     stacked = stacked.assign_coords(coords).drop_encoding()
-    stacked["request_count"] = (dim, np.asarray(counts, dtype=np.int64),
-                                {"long_name": "requests of the run (the rest of dim request is padding)",
-                                 "units": "1"})
     from gmm_volunteer.io.conventions import LONG_NAMES
 
     for name in (dim, *coords):

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from gmm_volunteer.io.conventions import CODE
+from gmm_volunteer.io.conventions import TYPE, flat_requests
 
 
 def request_arrays(ds) -> dict[str, np.ndarray]:
-    """user, type, start, latency (s) and completed flag per request of a result store."""
-    start = np.asarray(ds["request_start"].values, dtype=np.int64)
-    end = np.asarray(ds["request_end"].values, dtype=np.int64)
-    return {"user": np.asarray(ds["request_user"].values, dtype=np.int64),
-            "type": np.asarray(ds[CODE].values, dtype=np.int64),
+    """user, type, start, latency (s) and completed flag per request of a result store
+    (type by type, `conventions.flat_requests`)."""
+    r = flat_requests(ds)
+    start, end = r["request_start"].astype(np.int64), r["request_end"].astype(np.int64)
+    return {"user": r["request_user"].astype(np.int64), "type": r[TYPE].astype(np.int64),
             "start": start, "latency": (end - start).astype(np.float64),
-            "completed": np.asarray(ds["request_outcome"].values) == 0}
+            "completed": r["request_outcome"] == 0}
 
 
 def request_ordinal(user: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -25,12 +25,6 @@ def _type_names(ds: xr.Dataset) -> list[str]:
     return [str(v) for v in np.asarray(ds[conventions.TYPE].values)]
 
 
-def _latency(ds: xr.Dataset) -> np.ndarray:
-    if "request_latency" in ds:
-        return np.asarray(ds["request_latency"].values, dtype=np.int64)
-    return np.asarray(ds["request_end"].values - ds["request_start"].values, dtype=np.int64)
-
-
 def _scalar_mean(da: xr.DataArray) -> float:
     x = np.asarray(da.values, dtype=np.float64)
     return float(x.mean()) if x.size else float("nan")
@@ -92,9 +86,10 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
         raise ValueError(f"quantiles must be a list of numbers in [0, 1], got {quantiles.tolist()}")
     names = _type_names(ds)
     n_types = len(names)
-    rtype = np.asarray(ds[conventions.CODE].values, dtype=np.int64)
-    outcome = np.asarray(ds["request_outcome"].values, dtype=np.int64)
-    latency = _latency(ds)
+    records = conventions.flat_requests(ds)
+    rtype = records[conventions.TYPE].astype(np.int64)
+    outcome = records["request_outcome"].astype(np.int64)
+    latency = records["request_latency"]
 
     counts = np.zeros((n_types, len(OUTCOMES)), dtype=np.int64)
     np.add.at(counts, (rtype, outcome), 1)
@@ -283,7 +278,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     """A readable plain-text summary of one result store."""
-    if not ("request" in ds.dims and "request_outcome" in ds):
+    if not (conventions.COUNT in ds and "request_outcome" in ds and "run" not in ds.dims):
         from gmm_volunteer.io.results import ResultFormatError
 
         raise ResultFormatError(

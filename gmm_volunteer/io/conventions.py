@@ -26,13 +26,15 @@ thing, with one documented exception:
   a boolean is written as 0 or 1, a mapping as JSON text, None is left out;
 * says its layout version in ``store_format`` (`STORE_FORMAT`).
 
-A run store names its request types by an index coordinate ``request_type`` (the model
-bundle's task types, in code order; the same dimension as the per-type statistics),
-keeps each request's int8 code in ``request_type_code`` (CF flags) and labels each
-request with its type's name (coordinate ``request_type_label`` on ``request``).
-`label_requests` rebuilds that label in memory from the codes when a store is opened, so
-``groupby("request_type_label")`` works without decoding stored text. Stores of older
-formats get the look of the current one when opened (`upgrade`).
+A run store lays its request records out per request type (store format 4): CF's
+incomplete multidimensional array (CF 1.11 section 9.3.2), dims ``(request_type,
+request)``, where ``request_type`` is the index coordinate of the model bundle's task types
+(in code order; the same dimension as the per-type statistics), ``request`` counts a type's
+requests in the order the run logged them, ``request_count`` (request_type) says how many
+each type has, and the rest of a row is padding, stored as ``_FillValue`` -1 and read as
+NaN. So a plain ``xr.open_zarr(store).request_latency.quantile(0.99, "request")`` is the
+P99 per request type, and `flat_requests` gives one run's records as flat arrays. Stores
+of older formats get the look of the current one when opened (`upgrade`).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
 
 ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 1 s; units of dedicated capacity
 
-__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "LABEL", "TYPE", "CODE", "finish", "netcdf_attrs",
-           "flag_attrs", "label_requests", "request_type_labels", "upgrade", "store_format",
+__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_DTYPES", "finish",
+           "netcdf_attrs", "flag_attrs", "by_type", "flat_requests", "upgrade", "store_format",
            "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
 
 # 1: 0.3.0 and before. 2: consolidated metadata, request_type_label, units_coordinate
@@ -57,11 +59,21 @@ __all__ = ["STORE_FORMAT", "FORMAT_ATTR", "LABEL", "TYPE", "CODE", "finish", "ne
 #    request_type (was request_type_name on request_type_dim), per-request codes in
 #    request_type_code (was request_type), units that UDUNITS-2 parses (byte, not B; s,
 #    not "CPU s"), flag_values of the coded variable's type, attribute Conventions.
-STORE_FORMAT = 3
+# 4: request records per request type, dims (request_type, request) with _FillValue -1 and
+#    request_count (was: dim request alone, with request_type_code and request_type_label).
+STORE_FORMAT = 4
 FORMAT_ATTR = "store_format"
 CF_VERSION = "CF-1.11"  # global attribute Conventions (CF 1.11 section 2.6.1)
-LABEL = "request_type_label"
 TYPE = "request_type"
+REQUEST = "request"
+COUNT = "request_count"
+REQUEST_FILL = -1  # _FillValue of the padding (no request has a negative user, step or code)
+# The request records and their integer type on disk; in memory the padded arrays are
+# floats with NaN padding, as xarray decodes them (int8 -> float32, wider -> float64).
+REQUEST_DTYPES = {"request_user": np.int32, "request_start": np.int64, "request_end": np.int64,
+                  "request_outcome": np.int8, "request_latency": np.int64}
+# Formats 2 and 3: the per-request code and label variables (`upgrade` reads them).
+LABEL = "request_type_label"
 CODE = "request_type_code"
 UNITS_COORDINATE = "units_coordinate"
 
@@ -89,9 +101,8 @@ LONG_NAMES = {
     "capacity_hours_unit": "unit of the resource's capacity-hours",
     "node_class": "node class",
     "event": "subtask event",
-    LABEL: "request type of the request",
     TYPE: "request type (task type of the model bundle)",
-    CODE: "request type of the request, index into request_type",
+    COUNT: "requests of the type (the rest of dim request is padding)",
     "action_field": "field of a scaling action",
     "action_field_unit": "unit of the scaling-action field",
     "decision_field_unit": "unit of the routing-decision field",
@@ -185,8 +196,10 @@ def typed_flags(ds: xr.Dataset) -> xr.Dataset:
     as CF 1.11 section 3.5 demands (a zarr store keeps attributes as JSON, which has no
     integer types: `results.open_result` applies this again)."""
     for var in ds.variables.values():
-        if "flag_values" in var.attrs and var.dtype.kind in "iu":
-            var.attrs["flag_values"] = np.asarray(var.attrs["flag_values"], dtype=var.dtype)
+        # a padded record (NaN in memory) has its codes' type in its encoding
+        dtype = np.dtype(var.encoding.get("dtype", var.dtype))
+        if "flag_values" in var.attrs and dtype.kind in "iu":
+            var.attrs["flag_values"] = np.asarray(var.attrs["flag_values"], dtype=dtype)
     return ds
 
 
@@ -218,12 +231,6 @@ def steps_of(time) -> np.ndarray:
     return values.astype(np.int64)
 
 
-def request_type_labels(codes: np.ndarray, names) -> np.ndarray:
-    """The request type name of each request, from its code (an index into `names`)."""
-    table = np.array([str(n) for n in names], dtype=object)
-    return table[np.asarray(codes, dtype=np.int64)]
-
-
 def flag_attrs(names) -> dict:
     """CF ``flag_values`` / ``flag_meanings`` of codes 0..n-1 naming `names` (a meaning
     is one word: spaces become underscores)."""
@@ -231,37 +238,92 @@ def flag_attrs(names) -> dict:
     return {"flag_values": list(range(len(names))), "flag_meanings": " ".join(names)}
 
 
-def _is_run_store(ds: xr.Dataset) -> bool:
-    return CODE in ds.data_vars and TYPE in ds.coords and "request" in ds.dims
+def _padded_dtype(dtype: np.dtype) -> np.dtype:
+    """The in-memory type of a padded request column: what xarray decodes a masked integer
+    column to (float32 up to 16 bits, float64 above); floats stay as they are."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iub":
+        return np.dtype(np.float32 if dtype.itemsize <= 2 else np.float64)
+    return dtype
 
 
-def label_requests(ds: xr.Dataset) -> xr.Dataset:
-    """`ds` with the ``request_type_label`` coordinate built in memory from the codes
-    (a run store only; other datasets are returned as they are)."""
-    if not _is_run_store(ds):
-        return ds
-    names = [str(n) for n in np.asarray(ds[TYPE].values)]
-    labels = request_type_labels(ds[CODE].values, names)
-    attrs = {"long_name": LONG_NAMES[LABEL]}
-    if LABEL in ds.variables:
-        attrs = dict(ds[LABEL].attrs)
-        ds = ds.drop_vars(LABEL)
-    return ds.assign_coords({LABEL: ("request", labels, attrs)})
+def by_type(codes, n_types: int, columns: dict) -> tuple[np.ndarray, dict]:
+    """Flat per-request `columns` laid out per request type (module docstring): returns
+    the requests of each type (``request_count``) and each column as a
+    ``(request_type, request)`` array, a type's requests in their order in `columns`
+    and NaN after them."""
+    codes = np.asarray(codes, dtype=np.int64)
+    counts = np.bincount(codes, minlength=n_types).astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    row = codes[order]
+    col = np.arange(codes.size, dtype=np.int64) - np.repeat(first, counts)
+    width = int(counts.max()) if counts.size else 0
+    out = {}
+    for name, values in columns.items():
+        values = np.asarray(values)
+        grid = np.full((n_types, width), np.nan, dtype=_padded_dtype(values.dtype))
+        grid[row, col] = values[order]
+        out[name] = grid
+    return counts, out
+
+
+def flat_requests(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """One run store's request records as flat arrays, type by type (within a type in the
+    order the run logged them): every ``(request_type, request)`` variable without its
+    padding, the records of `REQUEST_DTYPES` in their integer type, and ``request_type``,
+    each request's code (index into the ``request_type`` coordinate). Reads the values."""
+    counts = np.asarray(ds[COUNT].values, dtype=np.int64)
+    width = ds.sizes.get(REQUEST, 0)
+    keep = np.arange(width)[None, :] < counts[:, None]
+    out = {TYPE: np.repeat(np.arange(counts.size, dtype=np.int8), counts)}
+    for name, var in ds.data_vars.items():
+        if var.dims == (TYPE, REQUEST):
+            values = np.asarray(var.values)[keep]
+            dtype = REQUEST_DTYPES.get(str(name))
+            out[str(name)] = values.astype(dtype) if dtype is not None else values
+    return out
+
+
+def request_vars(counts: np.ndarray, columns: dict, attrs: dict) -> dict:
+    """The data variables of the per-type request layout: each padded column of
+    `columns` (from `by_type`) with its attributes from `attrs` and, for the records of
+    `REQUEST_DTYPES`, the integer type and ``_FillValue`` it is stored with; and
+    ``request_count``."""
+    out = {COUNT: xr.Variable((TYPE,), counts, {"long_name": LONG_NAMES[COUNT], "units": "1"})}
+    for name, grid in columns.items():
+        enc = {}
+        if name in REQUEST_DTYPES:
+            enc = {"dtype": np.dtype(REQUEST_DTYPES[name]), "_FillValue": REQUEST_FILL}
+        out[name] = xr.Variable((TYPE, REQUEST), grid, dict(attrs.get(name, {})), enc)
+    return out
 
 
 def _upgrade_requests(ds: xr.Dataset) -> xr.Dataset:
-    """Formats 1 and 2 kept the per-request codes in ``request_type`` and the names in
-    ``request_type_name`` on dim ``request_type_dim``: format 3 names them ``request_type_code``
-    and the index coordinate ``request_type``."""
-    if "request_type_name" not in ds.coords or "request" not in ds.dims:
+    """Formats 1-3 kept one flat dim ``request``: the codes in ``request_type`` (1, 2)
+    or ``request_type_code`` (3), the names in ``request_type_name`` on dim
+    ``request_type_dim`` (1, 2) or the index coordinate ``request_type`` (3). Format 4
+    lays the records out per type; this reads them."""
+    if REQUEST not in ds.dims or COUNT in ds.data_vars:
         return ds
-    names = np.asarray(ds["request_type_name"].values).astype(object)
-    ds = ds.drop_vars([v for v in ("request_type_name", LABEL) if v in ds.variables])
-    if TYPE in ds.data_vars and ds[TYPE].dims == ("request",):
-        ds = ds.rename_vars({TYPE: CODE})
+    if "request_type_name" in ds.coords:
+        names = np.asarray(ds["request_type_name"].values).astype(object)
+        codes_var = TYPE
+    else:
+        names = np.asarray(ds[TYPE].values).astype(object)
+        codes_var = CODE
+    codes = np.asarray(ds[codes_var].values, dtype=np.int64)
+    flat = [n for n, v in ds.data_vars.items() if v.dims == (REQUEST,) and n != codes_var]
+    attrs = {n: dict(ds[n].attrs) for n in flat}
+    values = {n: ds[n].values for n in flat}
+    if "request_latency" not in values and "request_end" in values:  # not stored before format 2
+        values["request_latency"] = (values["request_end"] - values["request_start"]).astype(np.int64)
+        attrs["request_latency"] = {"long_name": "request latency (end - start)", "units": "s"}
+    counts, columns = by_type(codes, len(names), values)
+    ds = ds.drop_vars([codes_var, *flat, *(v for v in ("request_type_name", LABEL) if v in ds.variables)])
+    ds = ds.drop_dims([d for d in ("request_type_dim", REQUEST) if d in ds.dims])
     ds = ds.assign_coords({TYPE: (TYPE, names)})
-    ds[CODE].attrs.update({"long_name": LONG_NAMES[CODE], **flag_attrs(names)})
-    return label_requests(ds)
+    return ds.assign(request_vars(counts, columns, attrs))
 
 
 def _upgrade_time(ds: xr.Dataset) -> xr.Dataset:
@@ -272,8 +334,9 @@ def _upgrade_time(ds: xr.Dataset) -> xr.Dataset:
 
 
 def upgrade(ds: xr.Dataset) -> xr.Dataset:
-    """An opened store of format 1 or 2 made to look like format 3 (labels, request type
-    index, CF time, units, long names, netCDF-safe attributes); stores of the current
+    """An opened store of formats 1-3 made to look like the current format (request
+    records per type, request type index, CF time, units, long names, netCDF-safe
+    attributes; the records are read into memory); stores of the current
     format are returned as they are. Nothing is rewritten on disk, and the dataset keeps
     the ``store_format`` of the store it was read from."""
     fmt = store_format(ds)

@@ -10,8 +10,9 @@ opened as a result. Only a store this program wrote (`is_own_store`) is ever rep
 
 String coordinates are written as variable-length UTF-8 (the zarr v3 ``string`` data
 type); fixed-width unicode has no zarr v3 specification. Metadata is consolidated, and
-the datasets follow `gmm_volunteer.io.conventions` (store format 3); `open_result` reads
-stores of formats 1 and 2 too and gives them the look of format 3 (`conventions.upgrade`).
+the datasets follow `gmm_volunteer.io.conventions` (store format 4: request records per
+request type); `open_result` reads stores of formats 1-3 too and gives them the look of
+format 4 (`conventions.upgrade`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ _REQUEST_FIELDS = {
     "request_start": np.int64,
     "request_end": np.int64,
     "request_outcome": np.int8,
+}
+_REQUEST_ATTRS = {
+    "request_user": {"long_name": "user (1..N) who issued the request", "units": "1"},
+    "request_start": {"long_name": "step the request started (seconds since the run start)",
+                      "units": "s"},
+    "request_end": {"long_name": "last step the request was active", "units": "s"},
+    "request_outcome": {"long_name": "how the request ended", **conventions.flag_attrs(OUTCOMES)},
+    "request_latency": {"long_name": "request latency (end - start)", "units": "s"},
 }
 
 
@@ -147,24 +156,21 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     latency = (requests["request_end"] - requests["request_start"]).astype(np.int64, copy=False)
     # Units differ per resource: the coordinate resource_unit holds them (conventions).
     per_resource_units = {"units_coordinate": "resource_unit"}
+    # Request records per request type (conventions: store format 4), with the per-request
+    # series a policy records (e.g. request_accuracy) laid out the same way.
+    columns = {name: requests[name] for name in _REQUEST_FIELDS if name != "request_type"}
+    columns["request_latency"] = latency
+    request_attrs = dict(_REQUEST_ATTRS)
+    policy_series = dict(record.policy_series)
+    for name, (dims, arr, var_attrs) in list(policy_series.items()):
+        if tuple(dims) == (conventions.REQUEST,):
+            arr = np.asarray(arr)
+            _check_shape(f"policy_series[{name!r}]", arr, (n_req,))
+            columns[name], request_attrs[name] = arr, dict(var_attrs)
+            del policy_series[name]
+    counts, grids = conventions.by_type(requests["request_type"], len(type_names), columns)
     data_vars = {
-        "request_user": (("request",), requests["request_user"],
-                         {"long_name": "user (1..N) who issued the request", "units": "1"}),
-        conventions.CODE: (("request",), requests["request_type"],
-                           {"long_name": "request type of the request, index into request_type",
-                            **conventions.flag_attrs(type_names)}),
-        "request_start": (("request",), requests["request_start"],
-                          {"long_name": "step the request started (seconds since the run start)",
-                           "units": "s"}),
-        "request_end": (("request",), requests["request_end"],
-                        {"long_name": "last step the request was active", "units": "s"}),
-        "request_outcome": (("request",), requests["request_outcome"], {
-            "long_name": "how the request ended",
-            "flag_values": list(range(len(OUTCOMES))),
-            "flag_meanings": " ".join(OUTCOMES),
-        }),
-        "request_latency": (("request",), latency,
-                            {"long_name": "request latency (end - start)", "units": "s"}),
+        **conventions.request_vars(counts, grids, request_attrs),
         "online_users": (("time",), series["online_users"],
                          {"long_name": "users online after the availability update",
                           "units": "1"}),
@@ -195,13 +201,12 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         "node_class": ("node_class", _strings(NODE_CLASSES)),
         "event": ("event", _strings(EVENTS)),
         conventions.TYPE: (conventions.TYPE, _strings(type_names)),
-        conventions.LABEL: ("request", conventions.request_type_labels(requests["request_type"], type_names)),
     }
     if "scaling_actions" in data_vars:
         coords["action_field"] = ("action_field", _strings(ACTION_FIELDS))
         coords["action_field_unit"] = ("action_field", _strings(ACTION_FIELD_UNITS))
     # Series a policy records (RunRecord.policy_series, docs/routing.md).
-    for name, (dims, arr, var_attrs) in dict(record.policy_series).items():
+    for name, (dims, arr, var_attrs) in policy_series.items():
         arr = np.asarray(arr)
         if name in data_vars or name in coords:
             raise ResultFormatError(f"RunRecord.policy_series[{name!r}] shadows a core variable")
@@ -428,14 +433,17 @@ def clean_stale(path) -> list[str]:
 
 
 def _encoding(ds: xr.Dataset) -> dict:
-    # Requests can number millions; series 100,000 steps. One chunk per variable up to a
-    # few MB keeps per-run stores to a handful of files without big reads.
+    # Series of 100,000 steps: one chunk per variable up to a few MB keeps per-run stores
+    # to a handful of files without big reads. A request type's records are one chunk
+    # (up to 2**24 requests), so that a quantile along ``request`` works on the stored
+    # chunks as they are (dask cannot take one along a split dimension).
     enc = {}
     for name, var in ds.variables.items():
         if name in ds.indexes:
             continue
-        if "request" in var.dims:  # request_type_label included: text, one per request
-            enc[name] = {"chunks": (max(1, min(var.shape[0], 1 << 20)),)}
+        kept = {k: var.encoding[k] for k in ("dtype", "_FillValue") if k in var.encoding}
+        if var.dims == (conventions.TYPE, conventions.REQUEST):
+            enc[name] = {**kept, "chunks": (1, max(1, min(var.shape[1], 1 << 24)))}
         elif "time" in var.dims:
             chunk = [max(1, min(var.shape[0], 1 << 17))] + list(var.shape[1:])
             enc[name] = {"chunks": tuple(chunk)}
@@ -555,12 +563,15 @@ def open_result(path, chunks=None) -> xr.Dataset:
     # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).
     ds = xr.open_zarr(str(path), consolidated=_is_consolidated(path),
                       chunks={} if chunks is None else chunks)
-    if conventions.LABEL in ds.coords:  # rebuilt from the codes: no text to decode
-        ds = ds.drop_vars(conventions.LABEL)
+    for var in ds.data_vars.values():
+        if var.dims == (conventions.TYPE, conventions.REQUEST) and "dtype" in var.encoding:
+            # zarr says little-endian explicitly; netCDF wants the native order when the
+            # padded (float) records are cast back to their integer type
+            var.encoding["dtype"] = np.dtype(var.encoding["dtype"]).newbyteorder("=")
     ds = conventions.typed_flags(_plain_string_coords(ds))
     if conventions.store_format(ds) < conventions.STORE_FORMAT:
         return conventions.upgrade(ds)  # a store of an older format, converted in memory
-    return conventions.label_requests(ds)
+    return ds
 
 
 def _is_consolidated(path: Path) -> bool:

@@ -34,12 +34,13 @@ def _stats(datasets) -> dict:
     per_run = {o: [] for o in OUTCOMES}
     cpu, lat, lat_type = [], [], []
     for ds in datasets:
-        out = np.asarray(ds["request_outcome"].values)
+        records = conventions.flat_requests(ds)
+        out = records["request_outcome"]
         for i, o in enumerate(OUTCOMES):
             per_run[o].append(int((out == i).sum()))
         done = out == 0
-        lat.append(np.asarray(ds["request_latency"].values)[done])
-        lat_type.append(np.asarray(ds[conventions.CODE].values)[done])
+        lat.append(records["request_latency"][done])
+        lat_type.append(records[conventions.TYPE][done])
         cpu.append(float(np.asarray(ds["server_consumption"].values)[:, CPU].mean()))
     names = [str(v) for v in np.asarray(datasets[0][conventions.TYPE].values)]
     return {"runs": len(datasets), "counts": {o: np.array(v) for o, v in per_run.items()},
@@ -80,8 +81,10 @@ def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
 
 
 def _per_run_latency(datasets) -> np.ndarray:
-    return np.array([_latency_stats(np.asarray(d["request_latency"].values)[np.asarray(d["request_outcome"].values) == 0])
-                     for d in datasets])
+    from gmm_volunteer.io.conventions import flat_requests
+
+    records = [flat_requests(d) for d in datasets]
+    return np.array([_latency_stats(r["request_latency"][r["request_outcome"] == 0]) for r in records])
 
 
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
