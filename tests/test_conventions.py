@@ -145,6 +145,22 @@ def test_plain_open_zarr_gives_quantiles_per_request_type(tmp_path):
     assert int(raw.request_count.sel(request_type="heavy10")) == int(np.sum(rec.request_type == 3))
 
 
+def test_long_rows_are_split_into_chunks(tmp_path, monkeypatch):
+    """A type with more than ROW_CHUNK requests spans several chunks, in memory and on
+    disk, with the same records as one chunk."""
+    rec = make_record(seed=6, steps=60, n_requests=100)
+    whole = open_result(write_result(rec, tmp_path / "whole.zarr")).load()
+    monkeypatch.setattr(conventions, "ROW_CHUNK", 7)
+    built = build_dataset(rec)
+    assert set(built["request_latency"].chunks[1][:-1]) == {7}
+    path = write_result(rec, tmp_path / "split.zarr")
+    meta = json.loads((path / "request_latency" / "zarr.json").read_text())
+    assert meta["chunk_grid"]["configuration"]["chunk_shape"] == [1, 7]
+    split = open_result(path).load()
+    for name in ("request_user", "request_start", "request_outcome", "request_latency", "request_count"):
+        xr.testing.assert_identical(split[name].drop_encoding(), whole[name].drop_encoding())
+
+
 def test_a_type_without_requests_has_an_empty_row(tmp_path):
     rec = make_record(seed=1, steps=50, n_requests=30)
     rec = dataclasses.replace(rec, request_type=np.where(rec.request_type == 2, 1, rec.request_type).astype(np.int8))

@@ -40,6 +40,7 @@ of older formats get the look of the current one when opened (`upgrade`).
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import numpy as np
@@ -247,24 +248,47 @@ def _padded_dtype(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+ROW_CHUNK = 1 << 24  # requests of a type per chunk (stored and in memory)
+
+
+def _row_block(values: np.ndarray, codes: np.ndarray, k: int, lo: int, hi: int, dtype) -> np.ndarray:
+    """Requests lo..hi-1 of type `k` (in their order in `values`), NaN past the last."""
+    mine = np.flatnonzero(codes == k)[lo:hi]
+    out = np.full((1, hi - lo), np.nan, dtype=dtype)
+    out[0, : mine.size] = values[mine]
+    return out
+
+
 def by_type(codes, n_types: int, columns: dict) -> tuple[np.ndarray, dict]:
     """Flat per-request `columns` laid out per request type (module docstring): returns
     the requests of each type (``request_count``) and each column as a
-    ``(request_type, request)`` array, a type's requests in their order in `columns`
-    and NaN after them."""
-    codes = np.asarray(codes, dtype=np.int64)
-    counts = np.bincount(codes, minlength=n_types).astype(np.int64)
-    order = np.argsort(codes, kind="stable")
-    first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    row = codes[order]
-    col = np.arange(codes.size, dtype=np.int64) - np.repeat(first, counts)
+    ``(request_type, request)`` dask array, a type's requests in their order in
+    `columns` and NaN after them.
+
+    The arrays are lazy, one chunk per `ROW_CHUNK` requests of a type, each made from the
+    flat columns when it is computed or written: the padded layout (as wide as the most
+    frequent type, in floats) is never held whole, so writing a run's store needs about
+    one chunk more than the run's own request log."""
+    import dask.array as da
+
+    codes = np.asarray(codes)
+    counts = np.array([np.count_nonzero(codes == k) for k in range(n_types)], dtype=np.int64)
     width = int(counts.max()) if counts.size else 0
+    edges = list(range(0, width, ROW_CHUNK)) + [width]
+    chunks = ((1,) * n_types, tuple(np.diff(edges)) if width else (0,))
     out = {}
     for name, values in columns.items():
         values = np.asarray(values)
-        grid = np.full((n_types, width), np.nan, dtype=_padded_dtype(values.dtype))
-        grid[row, col] = values[order]
-        out[name] = grid
+        dtype = _padded_dtype(values.dtype)
+        if not width:
+            out[name] = da.full((n_types, 0), np.nan, dtype=dtype)
+            continue
+        # A graph written by hand: the flat columns (views of the run's log) go into the
+        # tasks as they are, without being hashed for a name.
+        key = f"requests-by-type-{name}-{uuid.uuid4().hex}"
+        graph = {(key, k, j): (_row_block, values, codes, k, edges[j], edges[j + 1], dtype)
+                 for k in range(n_types) for j in range(len(edges) - 1)}
+        out[name] = da.Array(graph, key, chunks, dtype=dtype)
     return counts, out
 
 
@@ -274,14 +298,14 @@ def flat_requests(ds: xr.Dataset) -> dict[str, np.ndarray]:
     padding, the records of `REQUEST_DTYPES` in their integer type, and ``request_type``,
     each request's code (index into the ``request_type`` coordinate). Reads the values."""
     counts = np.asarray(ds[COUNT].values, dtype=np.int64)
-    width = ds.sizes.get(REQUEST, 0)
-    keep = np.arange(width)[None, :] < counts[:, None]
     out = {TYPE: np.repeat(np.arange(counts.size, dtype=np.int8), counts)}
     for name, var in ds.data_vars.items():
-        if var.dims == (TYPE, REQUEST):
-            values = np.asarray(var.values)[keep]
-            dtype = REQUEST_DTYPES.get(str(name))
-            out[str(name)] = values.astype(dtype) if dtype is not None else values
+        if var.dims != (TYPE, REQUEST):
+            continue
+        dtype = REQUEST_DTYPES.get(str(name), var.dtype)
+        # row by row, without the padding: the padded layout is never held whole
+        parts = [np.asarray(var[k, :n].values).astype(dtype, copy=False) for k, n in enumerate(counts)]
+        out[str(name)] = np.concatenate(parts) if parts else np.empty(0, dtype)
     return out
 
 

@@ -23,6 +23,7 @@ import re
 import shutil
 from pathlib import Path
 
+import dask
 import numpy as np
 import xarray as xr
 
@@ -443,7 +444,7 @@ def _encoding(ds: xr.Dataset) -> dict:
             continue
         kept = {k: var.encoding[k] for k in ("dtype", "_FillValue") if k in var.encoding}
         if var.dims == (conventions.TYPE, conventions.REQUEST):
-            enc[name] = {**kept, "chunks": (1, max(1, min(var.shape[1], 1 << 24)))}
+            enc[name] = {**kept, "chunks": (1, max(1, min(var.shape[1], conventions.ROW_CHUNK)))}
         elif "time" in var.dims:
             chunk = [max(1, min(var.shape[0], 1 << 17))] + list(var.shape[1:])
             enc[name] = {"chunks": tuple(chunk)}
@@ -458,8 +459,11 @@ def _write_store(ds: xr.Dataset, target: Path) -> None:
         # specification; xarray and zarr-python read it, and it lets a store open with
         # one read instead of one per array (docs/formats.md).
         warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
-        ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=True,
-                   encoding=_encoding(ds))
+        # One chunk of request records at a time, in this process: the records are made
+        # lazily from the run's log (conventions.by_type), also inside a sweep's worker.
+        with dask.config.set(scheduler="synchronous"):
+            ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=True,
+                       encoding=_encoding(ds))
 
 
 def _mark_complete(target: Path) -> None:

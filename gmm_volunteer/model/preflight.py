@@ -111,13 +111,14 @@ def estimate_memory(cfg, bundle) -> int:
     cycle = max(1.0, think if math.isfinite(think) else cfg.requests.think_time.median())
     log_entries = 1.25 * nodes * steps * p_on / cycle
     # The log (user 4, type 1, start 8, end 8, outcome 1, accuracy 8 bytes) is held once
-    # (the record holds views of it). The store lays the records out per request type
-    # (conventions.by_type): six float columns (8 + 8 + 8 + 4 + 8 + 8 bytes) as wide as the
-    # most frequent type's requests, i.e. n_types x its share of all, and three index
-    # arrays of 8 bytes per request while they are built.
-    probs = np.asarray(cfg.requests.type_probabilities, dtype=np.float64)
-    pad = probs.size * probs.max() / probs.sum() if probs.size and probs.sum() > 0 else 1.0
-    log_bytes = (30 + 44 * pad + 24) * log_entries
+    # (the record holds views of it); the store adds the latency column (8) and a type's
+    # mask (1) per request, and the chunk of records per type it is writing
+    # (conventions.by_type: the chunk's floats and its requests' indices, 8 + 8 bytes).
+    # Measured: 20 million requests added 287 MiB to the record while the store was
+    # written (0.7.0; 1,069 MiB with 0.6.0's store format 3).
+    from gmm_volunteer.io.conventions import ROW_CHUNK
+
+    log_bytes = (30 + 9) * log_entries + 16 * min(log_entries, ROW_CHUNK)
     return int(state + log_bytes + 2 * per_step * steps)
 
 

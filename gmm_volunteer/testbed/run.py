@@ -183,8 +183,17 @@ def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress, each_s
     ucons = np.zeros((steps, len(RESOURCES)), np.float32)
     server_data = sum(s.data_size_mb for s in bundle.subtask_types)  # it holds every model
 
+    def cpu_read(cg):
+        # Each counter is timed on its own read: on a loaded machine this process can be
+        # descheduled between reads, and a counter read late against one shared timestamp
+        # counts CPU from beyond the window it is divided by.
+        before = time.monotonic()
+        value = cg.cpu_seconds()
+        return value, (before + time.monotonic()) / 2
+
     def read():
-        return (time.time(), np.array([cg_server.cpu_seconds()] + [c.cpu_seconds() for c in cgs]),
+        cpu = np.array([cpu_read(cg) for cg in (cg_server, *cgs)])
+        return (time.monotonic(), cpu[:, 0], cpu[:, 1],
                 np.array([link.bytes_to_volunteer() for link in links], float),
                 np.array([link.bytes_from_volunteer() for link in links], float))
 
@@ -195,10 +204,10 @@ def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress, each_s
             time.sleep(delay)
         now = read()
         dt = max(now[0] - last[0], 1e-3)
-        cpu = (now[1] - last[1]) / dt * 100.0
+        cpu = (now[1] - last[1]) / np.maximum(now[2] - last[2], 1e-3) * 100.0
         node_cpu[t] = cpu
-        down = (now[2] - last[2]).sum() * 8 / MB / dt  # server -> volunteers
-        up = (now[3] - last[3]).sum() * 8 / MB / dt
+        down = (now[3] - last[3]).sum() * 8 / MB / dt  # server -> volunteers
+        up = (now[4] - last[4]).sum() * 8 / MB / dt
         scons[t, [BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE]] = (up, down, cpu[0], cg_server.memory_used() / MB,
                                                                server_data)
         ucons[t, [BAND_IN, BAND_OUT, CPU, MEMORY]] = (down, up, cpu[1:].sum(),
