@@ -69,6 +69,7 @@ TYPE = "request_type"
 REQUEST = "request"
 COUNT = "request_count"
 REQUEST_FILL = -1  # _FillValue of the padding (no request has a negative user, step or code)
+ROW_CHUNK = 1 << 24  # requests of a type per chunk (stored, and made at a time: `by_type`)
 # The request records and their integer type on disk; in memory the padded arrays are
 # floats with NaN padding, as xarray decodes them (int8 -> float32, wider -> float64).
 REQUEST_DTYPES = {"request_user": np.int32, "request_start": np.int64, "request_end": np.int64,
@@ -246,9 +247,6 @@ def _padded_dtype(dtype: np.dtype) -> np.dtype:
     if dtype.kind in "iub":
         return np.dtype(np.float32 if dtype.itemsize <= 2 else np.float64)
     return dtype
-
-
-ROW_CHUNK = 1 << 24  # requests of a type per chunk (stored and in memory)
 
 
 def _row_block(values: np.ndarray, codes: np.ndarray, k: int, lo: int, hi: int, dtype) -> np.ndarray:
