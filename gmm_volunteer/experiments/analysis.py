@@ -26,12 +26,8 @@ from gmm_volunteer.experiments.summary import run_metrics
 from gmm_volunteer.io import conventions
 
 
-def _is_run_store(ds: xr.Dataset) -> bool:
-    return conventions.COUNT in ds and "request_outcome" in ds
-
-
 def _is_open_runs(ds: xr.Dataset) -> bool:
-    return "run" in ds.dims and _is_run_store(ds)
+    return "run" in ds.dims and conventions.has_requests(ds)
 
 
 def metrics(ds: xr.Dataset, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
@@ -45,7 +41,7 @@ def metrics(ds: xr.Dataset, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
         run_coords = {k: v for k, v in ds.coords.items() if v.dims == ("run",)}
         return xr.concat(per_run, dim="run", coords="minimal", compat="override",
                          combine_attrs="drop_conflicts").assign_coords(run_coords)
-    return run_metrics(ds, quantiles) if _is_run_store(ds) else ds
+    return run_metrics(ds, quantiles) if conventions.has_requests(ds) else ds
 
 
 def _select_quantile(da: xr.DataArray, q: float) -> xr.DataArray:
@@ -66,7 +62,7 @@ def latency_quantile(ds: xr.Dataset, q: float = 0.99, request_type: str | None =
     Per request type by default (dim ``request_type``); one request type with
     `request_type`; over all request types pooled with `all_types`.
     """
-    m = metrics(ds, (q,)) if _is_run_store(ds) else ds
+    m = metrics(ds, (q,)) if conventions.has_requests(ds) else ds
     if all_types:
         return _select_quantile(m["latency_quantile_all"], q).rename(f"latency_p{100 * q:g}")
     out = _select_quantile(m["latency_quantile"], q)

@@ -14,7 +14,8 @@ requests (and of scaling actions, routing decisions): those dimensions are padde
 longest run, with NaN (integer variables become float); ``request_count`` (run,
 request_type) says how many requests each run has of each type. Request types are aligned
 by name (a type a run's bundle lacks has count NaN), runs of different lengths on
-``time``. A sweep's statistics over its grid are in its combined store instead (`gmm_volunteer.experiments.combine.open_combined`).
+``time``. A sweep's statistics over its grid are in its combined store instead
+(`gmm_volunteer.experiments.combine.open_combined`).
 """
 
 from __future__ import annotations

@@ -29,9 +29,8 @@ def request_arrays(ds) -> dict[str, np.ndarray]:
     """user, type, start, latency (s) and completed flag per request of a result store
     (type by type, `conventions.flat_requests`)."""
     r = flat_requests(ds)
-    start, end = r["request_start"].astype(np.int64), r["request_end"].astype(np.int64)
     return {"user": r["request_user"].astype(np.int64), "type": r[TYPE].astype(np.int64),
-            "start": start, "latency": (end - start).astype(np.float64),
+            "start": r["request_start"], "latency": r["request_latency"].astype(np.float64),
             "completed": r["request_outcome"] == 0}
 
 

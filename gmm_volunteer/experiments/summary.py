@@ -278,7 +278,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     """A readable plain-text summary of one result store."""
-    if not (conventions.COUNT in ds and "request_outcome" in ds and "run" not in ds.dims):
+    if not (conventions.has_requests(ds) and ds[conventions.COUNT].dims == (conventions.TYPE,)):
         from gmm_volunteer.io.results import ResultFormatError
 
         raise ResultFormatError(

@@ -51,7 +51,7 @@ from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
 ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 1 s; units of dedicated capacity
 
 __all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_DTYPES", "finish",
-           "netcdf_attrs", "flag_attrs", "by_type", "flat_requests", "upgrade", "store_format",
+           "netcdf_attrs", "flag_attrs", "by_type", "has_requests", "flat_requests", "upgrade", "store_format",
            "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
 
 # 1: 0.3.0 and before. 2: consolidated metadata, request_type_label, units_coordinate
@@ -288,6 +288,12 @@ def by_type(codes, n_types: int, columns: dict) -> tuple[np.ndarray, dict]:
                  for k in range(n_types) for j in range(len(edges) - 1)}
         out[name] = da.Array(graph, key, chunks, dtype=dtype)
     return counts, out
+
+
+def has_requests(ds: xr.Dataset) -> bool:
+    """Whether `ds` holds request records in the layout of the module docstring (one run's
+    store: ``request_count`` along ``request_type`` only; or runs that `open_runs` stacked)."""
+    return COUNT in ds and "request_outcome" in ds
 
 
 def flat_requests(ds: xr.Dataset) -> dict[str, np.ndarray]:

@@ -435,9 +435,10 @@ def clean_stale(path) -> list[str]:
 
 def _encoding(ds: xr.Dataset) -> dict:
     # Series of 100,000 steps: one chunk per variable up to a few MB keeps per-run stores
-    # to a handful of files without big reads. A request type's records are one chunk
-    # (up to 2**24 requests), so that a quantile along ``request`` works on the stored
-    # chunks as they are (dask cannot take one along a split dimension).
+    # to a handful of files without big reads. A request type's records are one chunk up
+    # to ROW_CHUNK requests (the chunks by_type makes), so that a quantile along
+    # ``request`` works on the stored chunks as they are (dask cannot take one along a
+    # split dimension).
     enc = {}
     for name, var in ds.variables.items():
         if name in ds.indexes:

@@ -28,11 +28,12 @@ QUANTILES = (0.5, 0.95, 0.99)
 
 
 def _stats(datasets) -> dict:
-    """Per-run counts and pooled latencies of a list of result datasets."""
+    """Per-run counts, pooled latencies and each run's latency statistics
+    (`_latency_stats`) of a list of result datasets."""
     from gmm_volunteer.io import conventions
 
     per_run = {o: [] for o in OUTCOMES}
-    cpu, lat, lat_type = [], [], []
+    cpu, lat, lat_type, lat_runs = [], [], [], []
     for ds in datasets:
         records = conventions.flat_requests(ds)
         out = records["request_outcome"]
@@ -41,11 +42,12 @@ def _stats(datasets) -> dict:
         done = out == 0
         lat.append(records["request_latency"][done])
         lat_type.append(records[conventions.TYPE][done])
+        lat_runs.append(_latency_stats(lat[-1]))
         cpu.append(float(np.asarray(ds["server_consumption"].values)[:, CPU].mean()))
     names = [str(v) for v in np.asarray(datasets[0][conventions.TYPE].values)]
     return {"runs": len(datasets), "counts": {o: np.array(v) for o, v in per_run.items()},
             "cpu": np.array(cpu), "latency": np.concatenate(lat), "type": np.concatenate(lat_type),
-            "names": names}
+            "names": names, "latency_runs": np.array(lat_runs)}
 
 
 def _latency_stats(lat: np.ndarray) -> list[float]:
@@ -80,13 +82,6 @@ def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
     return f"{tb:{f}}{t} / {sim:{f}}{s} ({err})"
 
 
-def _per_run_latency(datasets) -> np.ndarray:
-    from gmm_volunteer.io.conventions import flat_requests
-
-    records = [flat_requests(d) for d in datasets]
-    return np.array([_latency_stats(r["request_latency"][r["request_outcome"] == 0]) for r in records])
-
-
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
             sim_overrides=()):
     from gmm_volunteer.io.results import open_result
@@ -105,7 +100,7 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
             c, cs = tb["counts"][o], sim["counts"][o]
             row.append(_cell(c.mean(), c, cs.mean(), cs))
         # latency: pooled over the runs; the ranges are of the per-run values
-        tb_runs, sim_runs = _per_run_latency(tb_ds), _per_run_latency(sim_ds)
+        tb_runs, sim_runs = tb["latency_runs"], sim["latency_runs"]
         for i, (t, s) in enumerate(zip(_latency_stats(tb["latency"]), _latency_stats(sim["latency"]))):
             row.append(_cell(t, tb_runs[:, i], s, sim_runs[:, i]))
         row.append(_cell(tb["cpu"].mean(), tb["cpu"], sim["cpu"].mean(), sim["cpu"]))

@@ -34,7 +34,7 @@ class _Graph:
         self.nodes: list = []
         self.inits: list = []
         self.n = 0
-        self.clip: list[str] = []  # the bounds of every Clip (ReLU6), made at the first
+        self.clip: list[str] = []  # the bounds of every Clip (ReLU6), made at the first relu6
 
     def _name(self, kind: str) -> str:
         self.n += 1

@@ -18,6 +18,8 @@ import argparse
 import shlex
 import sys
 
+from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE  # a leaf module
+
 
 def _floats(s: str) -> list[float]:
     return [float(x) for x in s.replace(",", " ").split()]
@@ -36,9 +38,6 @@ def _command_line() -> str:
     if prog in ("__main__.py", "-m"):
         prog = "python -m gmm_volunteer.fitting.collect"
     return " ".join([prog] + [shlex.quote(a) for a in sys.argv[1:]])
-
-
-from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE  # a leaf module
 
 
 class _BadInput(ValueError):
