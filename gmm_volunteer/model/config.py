@@ -473,6 +473,19 @@ class Execution(_Section):
     # phase begins at once and uses the rest of the step (sub-second phases, as a real
     # deployment runs them; docs/validation.md section 6).
     phase_changes: Literal["step", "carry_over"] = "step"
+    # What ends a phase (docs/model.md D27): "work", the work the phase needs is done with
+    # the resources granted (D10, since 0.3.0); "paper", a draw from the bundle's fitted
+    # discrete-time hazard each step, every active batch charged its sampled consumption
+    # for the whole step and CPU overcommit scaling it down (paper 2.2 as written).
+    progress: Literal["work", "paper"] = "work"
+
+    @model_validator(mode="after")
+    def _paper_steps(self):
+        if self.progress == "paper" and self.phase_changes != "step":
+            raise ValueError("phase_changes: carry_over needs progress: work (under progress: "
+                             "paper a phase ends only at a step boundary, by its hazard draw; "
+                             "docs/model.md D27)")
+        return self
     # Model variants (docs/model.md D24): slots whose subtask type shares a `function`
     # with other types in the bundle may be served by those types too, for the schedulers
     # that choose a variant (asrb). Off: every slot runs its requested type, bit for bit

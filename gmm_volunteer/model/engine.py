@@ -309,6 +309,13 @@ class Simulation:
         series, coords = served_series(self.params, self.arrays, int(self.arrays.n_lg[0]),
                                        [s.name for s in self.bundle.subtask_types],
                                        [s.accuracy for s in self.bundle.subtask_types])
+        if self.params.paper_progress:  # what the paper's accounting asks of the server (D27)
+            series["server_cpu_demand"] = (("time",), self.arrays.ser_demand[:T, 0].copy(), {
+                "long_name": "server CPU demand before the proportional share (progress: paper)",
+                "units": "percent"})
+            series["server_batches"] = (("time",), self.arrays.ser_demand[:T, 1].astype(np.int32), {
+                "long_name": "batches active on the server in the step (progress: paper)",
+                "units": "1"})
         for policy in (self.executor, self.scheduler):
             if hasattr(policy, "record_series"):
                 s, c = policy.record_series(T)

@@ -47,6 +47,8 @@ PARAM_FIELDS = (
     "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
     "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching carry_over "
+    # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
+    "paper_progress hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
@@ -58,19 +60,22 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over paper_progress".split()},
     **{k: "f" for k in "min_data_mb idw_power".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc").split()},
+        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in (
-        "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist").split()},
+        "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
+        "hz_res hz_nterms").split()},
     **{k: (np.float64, 2) for k in (
-        "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels").split()},
+        "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels "
+        "hz_cm hz_cs hz_coef hz_type").split()},
     **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
     **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
+    "hz_terms": (np.int64, 3),
 }
 assert set(PARAM_SPEC) == set(PARAM_FIELDS)
 
@@ -348,6 +353,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
     wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
     sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
     sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
+    hz = hazard_arrays(bundle.hazard, n_types)
 
     raw = dict(
         n_users=n_users,
@@ -382,6 +388,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
         carry_over=1 if cfg.execution.phase_changes == "carry_over" else 0,
+        paper_progress=1 if cfg.execution.progress == "paper" else 0,
+        **hz,
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
         al_p=al_p,
@@ -427,6 +435,38 @@ def build_params(cfg, bundle: Bundle) -> Params:
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
 
+HAZARD_PHASES = ("download", "execution", "upload")  # phases DOWNLOAD..UPLOAD -> rows 0..2
+HAZARD_AGE_TABLE = 4096  # log(age + 1) of batch ages tabulated for the hazards
+
+
+def hazard_arrays(hazard, n_types: int) -> dict:
+    """The bundle's fitted phase hazards (paper 2.2; fitting/hazard.py) as kernel arrays,
+    one row per phase: the resource whose consumption is the covariate, covariate means
+    and sds (consumption, batch size, log(age + 1)), the polynomial terms and their
+    coefficients, the intercept and the type effects. Zeros when the bundle has none
+    (then only progress: work can run; preflight says so)."""
+    phases = hazard.phases if hazard is not None else {}
+    n_terms = max([len(ph.terms) for ph in phases.values()] + [1])
+    out = dict(hz_res=np.zeros(3, np.int64), hz_cm=np.zeros((3, 3)), hz_cs=np.ones((3, 3)),
+               hz_terms=np.zeros((3, n_terms, 3), np.int64), hz_nterms=np.zeros(3, np.int64),
+               hz_coef=np.zeros((3, n_terms)), hz_icpt=np.zeros(3), hz_type=np.zeros((3, n_types)),
+               hz_logage=np.log1p(np.arange(HAZARD_AGE_TABLE, dtype=np.float64)))
+    for h, name in enumerate(HAZARD_PHASES):
+        ph = phases.get(name)
+        if ph is None:
+            continue
+        out["hz_res"][h] = CONSUMPTION_RESOURCES.index(ph.consumption_resource)
+        out["hz_cm"][h] = ph.covariate_mean
+        out["hz_cs"][h] = ph.covariate_sd
+        out["hz_nterms"][h] = len(ph.terms)
+        if ph.terms:
+            out["hz_terms"][h, : len(ph.terms)] = np.asarray(ph.terms)
+            out["hz_coef"][h, : len(ph.coef)] = ph.coef
+        out["hz_icpt"][h] = ph.intercept
+        out["hz_type"][h] = ph.type_coef
+    return out
+
+
 def mean_duration(law: np.ndarray) -> float:
     """Mean of the continuous duration law (for the stationary availability start);
     infinite for `never`."""
@@ -470,6 +510,16 @@ def _pack(T):
     s.sub_out_mb = T.sub_out_mb
     s.batching = T.batching
     s.carry_over = T.carry_over
+    s.paper_progress = T.paper_progress
+    s.hz_res = T.hz_res
+    s.hz_cm = T.hz_cm
+    s.hz_cs = T.hz_cs
+    s.hz_terms = T.hz_terms
+    s.hz_nterms = T.hz_nterms
+    s.hz_coef = T.hz_coef
+    s.hz_icpt = T.hz_icpt
+    s.hz_type = T.hz_type
+    s.hz_logage = T.hz_logage
     s.min_data_mb = T.min_data_mb
     s.amax = T.amax
     s.al_p = T.al_p

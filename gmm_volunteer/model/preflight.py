@@ -138,6 +138,16 @@ def check_run(cfg, source: str, *, bundle=None, memory: bool = True, available: 
         raise ConfigError(
             f"{source}: requests.type_probabilities: has {len(probs)} entries but the model "
             f"bundle {Path(cfg.model)} defines {n_types} request types ({names})")
+    if cfg.execution.progress == "paper":
+        from gmm_volunteer.model.constants import PHASES
+
+        missing = list(PHASES) if bundle.hazard is None else [p for p in PHASES if p not in bundle.hazard.phases]
+        if missing:
+            raise ConfigError(
+                f"{source}: execution.progress: paper draws phase ends from the bundle's fitted "
+                f"hazards, but the model bundle {Path(cfg.model)} has none for {', '.join(missing)} "
+                f"(its `hazard` block, which `gmmv fit` writes); use progress: work or a bundle "
+                f"fitted with hazards")
     from gmm_volunteer.model.limits import check_representation
 
     check_representation(cfg, bundle, source)

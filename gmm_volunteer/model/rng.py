@@ -76,6 +76,9 @@ STREAM_EXECUTOR = 4
 # The dedicated server's allocation innovations (paper 2.2 allows it its own parameters):
 # a stream of its own, so that its path does not depend on how many users are online.
 STREAM_SERVER = 5
+# Phase-end draws of execution.progress: paper (docs/model.md D27), one per batch and step;
+# a stream of its own, untouched under progress: work, so its runs are as before.
+STREAM_HAZARD = 6
 N_STREAMS = 8
 
 

@@ -53,7 +53,7 @@ STATE_FIELDS = (
     # merge table: batch born this step per (node, subtask, phase), hashed (ops.merge_record)
     "mg_key mg_id mg_t "
     # per-step series
-    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work "
+    "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work ser_demand "
     # the dedicated server's maximum allocation per resource, set by the control plane
     # (autoscaler; docs/model.md D17); the allocation kernel reads it, not P.amax[0]
     "srv_cap "
@@ -232,6 +232,9 @@ def allocate(P: Params, steps: int) -> State:
         ser_ucons=np.zeros((steps, N_RES), np.float32),
         ser_ev=np.zeros((steps, 2, 5), np.int32),
         ser_work=np.zeros((steps, 2), np.float32),
+        # progress: paper only (D27): the server's CPU demand before the share (%) and
+        # its batches active in the step
+        ser_demand=np.zeros((steps, 2), np.float32),
         srv_cap=np.array(P.amax[0], np.float64),
         dm_cum=np.zeros(1),
         dm_on=np.zeros(2, np.int64),
@@ -449,6 +452,7 @@ def _pack(T):
     s.ser_ucons = T.ser_ucons
     s.ser_ev = T.ser_ev
     s.ser_work = T.ser_work
+    s.ser_demand = T.ser_demand
     s.srv_cap = T.srv_cap
     s.dm_cum = T.dm_cum
     s.dm_on = T.dm_on

@@ -171,6 +171,29 @@ def queueing_bundle(*, mean_work_s: float = 10.0, demand_pct: float = 100.0, mem
     return copy.deepcopy(b)
 
 
+def hazard_block(n_types: int, probability: dict | float = 0.5, consumption_coef: float = 0.0,
+                 covariate_mean: float = 100.0, covariate_sd: float = 50.0) -> dict:
+    """A bundle `hazard` block (paper 2.2; fitting/hazard.py) for `execution.progress:
+    paper`: per phase, logit h = logit(p) + consumption_coef * (c - covariate_mean) /
+    covariate_sd, with c the consumption of the phase's resource; no batch-size or age
+    terms, every type alike. With consumption_coef 0 the hazard is constant: a phase
+    lasts a geometric number of steps of mean 1 / p."""
+    probs = probability if isinstance(probability, dict) else dict.fromkeys(("download", "execution", "upload"), probability)
+    resource = {"download": "band_in", "execution": "cpu", "upload": "band_out"}
+    phases = {}
+    for name, p in probs.items():
+        phases[name] = {
+            "consumption_resource": resource[name],
+            "covariate_mean": [float(covariate_mean), 1.0, 0.0],
+            "covariate_sd": [float(covariate_sd), 1.0, 1.0],
+            "terms": [[1, 0, 0]] if consumption_coef else [],
+            "coef": [float(consumption_coef)] if consumption_coef else [],
+            "intercept": float(math.log(p / (1.0 - p))),
+            "type_coef": [0.0] * n_types,
+        }
+    return {"degree": 1, "phases": phases}
+
+
 # Magnitudes measured on this project's 2-core build machine with `gmmv collect subtasks`
 # (traces/quick_measurements.md): median execution seconds and peak worker memory (MB)
 # at batch sizes 1, 2, 5, 10, 20, 50, model file size (MB), input size (MB).

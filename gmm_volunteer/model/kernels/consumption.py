@@ -19,6 +19,7 @@ from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
+from gmm_volunteer.model.kernels.hazard import settle_by_hazard
 from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
@@ -297,6 +298,10 @@ def step_consumption(S, P, t):
             for r in range(N_CRES):
                 nd_cons[v, r] += out[a, r]
     S.n_dlrun[0] = n_run
+    if P.paper_progress:  # phase ends by hazard draws, whole steps charged (D27)
+        settle_by_hazard(S, P, t)
+        record_consumption(S, t)
+        return
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
     # is the node's virtual time (cpu_share_time), the share of a consumer that does not
     # finish inside the step (1 when the node's CPU demand fits: no call needed).
@@ -396,7 +401,13 @@ def step_consumption(S, P, t):
             dl_cons[d, BAND_IN] = missing
         for r in range(N_CRES):
             nd_cons[v, r] += dl_cons[d, r]
-    # Record c_t before the executor acts (paper 3.2, Fig. 4).
+    record_consumption(S, t)
+
+
+@kernel
+def record_consumption(S, t):
+    """Record c_t, what the nodes used (`S.nd_cons`), before the executor acts (paper
+    3.2, Fig. 4): server and user totals."""
     ucons = np.zeros(N_CRES)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
@@ -432,7 +443,7 @@ def step_completions(S, P, t):
             continue
         b = b_list[k]
         if b_done[b] >= 1.0:
-            if b_phase[b] == EXECUTION:
+            if b_phase[b] == EXECUTION and not P.paper_progress:  # paper: charged per step (D27)
                 ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
             if P.carry_over:
                 carry_phases(S, P, b, t)

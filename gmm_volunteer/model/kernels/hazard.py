@@ -1,0 +1,128 @@
+"""Phase ends drawn from the fitted hazards: `execution.progress: paper` (paper 2.2 as
+written; docs/model.md D27).
+
+The sampling of consumption is shared with the work law (`consumption.step_consumption`);
+what differs is how a step is settled. Under this law every active batch is charged its
+sampled consumption for the whole step; a node whose CPU demand exceeds its allocation
+scales every CPU consumer down by allocation / demand (no work conservation: there is no
+work to finish early), transfers are scaled to the node's and the server's links as under
+the work law; then each batch draws once whether its phase ends, from the bundle's
+discrete-time logistic hazard of its phase (fitting/hazard.py) with the scaled
+consumption of the phase's resource, its size and its age as covariates. A batch is the
+subtasks of one node, subtask and phase that entered it in the same step (D8), so one
+draw per batch and step is the paper's shared completion draw.
+"""
+
+import numpy as np
+from numba import njit
+
+from gmm_volunteer.model.kernels.jit import kernel
+from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, N_CRES
+from gmm_volunteer.model.rng import STREAM_HAZARD, uniform
+
+
+@njit(cache=True, inline="always")
+def _times(term, z, e):
+    """term * z**e, multiplied one factor at a time (degrees up to 3 unrolled)."""
+    if e > 0:
+        term *= z
+        if e > 1:
+            term *= z
+            if e > 2:
+                term *= z
+                for _ in range(e - 3):
+                    term *= z
+    return term
+
+
+@kernel
+def hazard(P, h, m, cons, size, age):
+    """Probability that a batch of subtask type m (the bundle's), size `size` and age
+    `age` (steps in its phase before this one) ends phase h (0 input download, 1
+    execution, 2 result upload) in this step, consuming `cons` of the phase's resource:
+    logit h = intercept + sum_f coef_f zc^a zn^b zl^c + type effect, with z the
+    covariates standardized by the fit's means and sds (paper 2.2; fitting/hazard.py)."""
+    zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
+    zn = (size - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
+    log_age = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
+    zl = (log_age - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
+    x = P.hz_icpt[h] + P.hz_type[h, m]
+    for f in range(P.hz_nterms[h]):
+        term = _times(P.hz_coef[h, f], zc, P.hz_terms[h, f, 0])
+        term = _times(term, zn, P.hz_terms[h, f, 1])
+        x += _times(term, zl, P.hz_terms[h, f, 2])
+    if x >= 0.0:
+        return 1.0 / (1.0 + np.exp(-x))
+    ex = np.exp(x)
+    return ex / (1.0 + ex)
+
+
+@kernel
+def settle_by_hazard(S, P, t):
+    """The step's shares, charges and phase-end draws under `progress: paper`, after the
+    samples of `step_consumption` (node totals of the demands in `S.nd_cons`). Leaves in
+    `S.nd_cons` what each node used, as the work law does, and records the server's CPU
+    demand before its share and its active batches (`S.ser_demand`)."""
+    alloc, nd_cons, nd_fac = S.alloc, S.nd_cons, S.nd_fac
+    S.ser_demand[t, 0] = nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
+    # Node factors: every consumer of an overcommitted resource gets allocation / demand
+    # of what it asked, CPU included (paper 2.2: proportional downscaling).
+    u_in = 0.0
+    u_out = 0.0
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for f, r in ((0, BAND_IN), (1, BAND_OUT), (2, CPU)):
+            c = nd_cons[v, r]
+            nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
+        if v > 0:
+            u_in += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
+    # User downloads come from the server's outbound link, uploads go to its inbound one.
+    g_in = alloc[0, BAND_OUT] / u_in if u_in > alloc[0, BAND_OUT] else 1.0
+    g_out = alloc[0, BAND_IN] / u_out if u_out > alloc[0, BAND_IN] else 1.0
+    for k in range(S.n_touched[0]):
+        v = S.nd_touched[k]
+        for r in range(N_CRES):
+            nd_cons[v, r] = 0.0
+    b_list, b_node, b_phase, b_cons = S.b_list, S.b_node, S.b_phase, S.b_cons
+    server_batches = 0
+    for k in range(S.n_b[0]):
+        b = b_list[k]
+        v = b_node[b]
+        b_cons[b, BAND_IN] *= nd_fac[v, 0]
+        b_cons[b, BAND_OUT] *= nd_fac[v, 1]
+        b_cons[b, CPU] *= nd_fac[v, 2]
+        if v > 0:
+            b_cons[b, BAND_IN] *= g_in
+            b_cons[b, BAND_OUT] *= g_out
+        else:
+            server_batches += 1
+        h = b_phase[b] - DOWNLOAD
+        # the scaled consumption is what the hazard sees: an overcommitted node's batches
+        # consume less, and (where the fitted effect is positive) end their phase later
+        p = hazard(P, h, P.sub_type[S.b_sub[b]], b_cons[b, P.hz_res[h]], S.b_size[b], S.b_age[b])
+        if uniform(S.rng, STREAM_HAZARD) < p:
+            S.b_done[b] = 1.0
+        if b_phase[b] == EXECUTION:  # the CPU-seconds charged to executions in the step
+            S.nd_work[v] += b_cons[b, CPU] / 100.0
+            S.ser_work[t, 0 if v == 0 else 1] += b_cons[b, CPU] / 100.0
+        for r in range(N_CRES):
+            nd_cons[v, r] += b_cons[b, r]
+    S.ser_demand[t, 1] = server_batches
+    # Subtask-data downloads fill storage as under the work law (D7): shared links, and a
+    # download that completes uses only the missing bytes.
+    dl_run, dl_node, dl_sub, dl_cons = S.dl_run, S.dl_node, S.dl_sub, S.dl_cons
+    for k in range(S.n_dlrun[0]):
+        d = dl_run[k]
+        v = dl_node[d]
+        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
+        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
+        dl_cons[d, CPU] *= nd_fac[v, 2]
+        if v > 0:
+            dl_cons[d, BAND_IN] *= g_in
+            dl_cons[d, BAND_OUT] *= g_out
+        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[v, dl_sub[d]])
+        if dl_cons[d, BAND_IN] > missing:
+            dl_cons[d, BAND_IN] = missing
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
