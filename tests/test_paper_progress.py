@@ -172,3 +172,36 @@ def test_paper_needs_hazards_and_step_phase_changes(tmp_path, synthetic_model):
     cfg = make_config(synthetic_model, execution={"progress": "paper"})  # a bundle without hazards
     with pytest.raises(ConfigError, match="execution.progress: paper .* has none for download, execution, upload"):
         check_run(cfg, "run.yaml", memory=False)
+
+
+def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
+    """`hazard_batch_size: clamp` evaluates the hazard of a batch larger than the largest
+    measured size (16 on paper-scale) at that size; `extrapolate` at its own, where the
+    fitted cubic terms make a batch of 64 all but unable to end (docs/model.md D27)."""
+    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.model.params import build_params, pack_params
+
+    path = packaged_bundle("paper-scale")
+    bundle = load_bundle(path)
+    h = {}
+    for mode in ("extrapolate", "clamp"):
+        cfg = make_config(path, execution={"progress": "paper", "hazard_batch_size": mode})
+        P = pack_params(build_params(cfg, bundle))
+        h[mode] = [hazard(P, 1, 0, 155.0, n, 0) for n in (16, 64)]
+    assert h["clamp"][1] == h["clamp"][0] == h["extrapolate"][0]
+    assert h["extrapolate"][1] < 1e-100 < h["extrapolate"][0]
+
+
+def test_gmmv_hazards_prints_and_writes_a_result_file(tmp_path, capsys):
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.io import resultfile
+
+    assert main(["hazards", "paper-scale", "--sizes", "1", "64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 + 2 * 14  # a header, two sizes of each of the 14 subtask types
+    out = tmp_path / "h.md"
+    assert main(["hazards", "paper-scale", "--sizes", "2", "-o", str(out)]) == 0
+    result = resultfile.read(out)
+    assert "paper-scale" in result.header["bundles"] and result.table.count("\n") == 2 + 14 - 1
+    assert main(["hazards", str(tmp_path / "nowhere")]) == 2
+    assert main(["hazards", "paper-scale", "--sizes", "0"]) == 2

@@ -31,7 +31,7 @@ from gmm_volunteer.cli.errors import (  # noqa: F401 (re-exported: gmm_volunteer
 # Modules that contribute subcommands when they are present.
 EXTENSIONS = ("gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
               "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results",
-              "gmm_volunteer.testbed.cli")
+              "gmm_volunteer.testbed.cli", "gmm_volunteer.cli.hazards")
 
 
 def add_output_flags(parser: argparse.ArgumentParser, quiet_help: str = "no progress or notes") -> None:

@@ -478,6 +478,11 @@ class Execution(_Section):
     # discrete-time hazard each step, every active batch charged its sampled consumption
     # for the whole step and CPU overcommit scaling it down (paper 2.2 as written).
     progress: Literal["work", "paper"] = "work"
+    # The batch size the fitted hazards are evaluated at under progress: paper (D27):
+    # "extrapolate", the batch's own size, also beyond the sizes the traces measured (the
+    # fitted polynomial as written); "clamp", clamped to the measured range, as the
+    # consumption statistics are (D9). `gmmv hazards` shows what each does.
+    hazard_batch_size: Literal["extrapolate", "clamp"] = "extrapolate"
 
     @model_validator(mode="after")
     def _paper_steps(self):

@@ -48,7 +48,7 @@ PARAM_FIELDS = (
     # work a phase needs (progress from granted resources)
     "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching carry_over "
     # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
-    "paper_progress hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
+    "paper_progress hz_nmax hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
@@ -61,7 +61,7 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
     **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over paper_progress".split()},
-    **{k: "f" for k in "min_data_mb idw_power".split()},
+    **{k: "f" for k in "min_data_mb idw_power hz_nmax".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
         "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
@@ -389,6 +389,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
         batching=1 if cfg.execution.batching else 0,
         carry_over=1 if cfg.execution.phase_changes == "carry_over" else 0,
         paper_progress=1 if cfg.execution.progress == "paper" else 0,
+        # batch sizes above the largest measured one are evaluated at it (clamp), or not
+        hz_nmax=(float(bundle.consumption.stages["execution"].levels[-1])
+                 if cfg.execution.hazard_batch_size == "clamp" else math.inf),
         **hz,
         min_data_mb=float(sub_data_mb.min()),
         amax=amax,
@@ -511,6 +514,7 @@ def _pack(T):
     s.batching = T.batching
     s.carry_over = T.carry_over
     s.paper_progress = T.paper_progress
+    s.hz_nmax = T.hz_nmax
     s.hz_res = T.hz_res
     s.hz_cm = T.hz_cm
     s.hz_cs = T.hz_cs

@@ -41,9 +41,10 @@ def hazard(P, h, m, cons, size, age):
     `age` (steps in its phase before this one) ends phase h (0 input download, 1
     execution, 2 result upload) in this step, consuming `cons` of the phase's resource:
     logit h = intercept + sum_f coef_f zc^a zn^b zl^c + type effect, with z the
-    covariates standardized by the fit's means and sds (paper 2.2; fitting/hazard.py)."""
+    covariates standardized by the fit's means and sds (paper 2.2; fitting/hazard.py).
+    The size is clamped to `P.hz_nmax` (infinite unless `hazard_batch_size: clamp`)."""
     zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
-    zn = (size - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
+    zn = (min(float(size), P.hz_nmax) - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
     log_age = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
     zl = (log_age - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
     x = P.hz_icpt[h] + P.hz_type[h, m]

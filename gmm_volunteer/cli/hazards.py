@@ -1,0 +1,83 @@
+"""`gmmv hazards BUNDLE [--traces DIR] [-o RESULT_FILE]`: what a bundle's fitted
+execution hazard implies per subtask type and batch size, beside the measured runs
+(`gmm_volunteer.fitting.hazard_check`; docs/model.md D27)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from gmm_volunteer.cli.commands import EXIT_OK, CommandError
+
+
+def _cmd_hazards(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gmm_volunteer.fitting.hazard_check import SIZES, hazard_durations
+    from gmm_volunteer.io import resultfile
+    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle, packaged_bundle
+
+    from pathlib import Path
+
+    source = args.bundle if Path(args.bundle).is_dir() else (packaged_bundle(args.bundle) or args.bundle)
+    try:
+        bundle = load_bundle(source)
+    except BundleError as exc:
+        raise CommandError(f"{args.bundle}: {exc}") from None
+    runs = None
+    if args.traces is not None:
+        from gmm_volunteer.fitting.traces import TraceError, load_traces
+
+        try:
+            runs = load_traces(args.traces).runs
+        except TraceError as exc:
+            raise CommandError(f"--traces {args.traces}: {exc}") from None
+    sizes = SIZES if not args.sizes else tuple(args.sizes)
+    if any(n < 1 for n in sizes):
+        raise CommandError(f"--sizes: batch sizes must be >= 1 (got {list(sizes)})")
+    try:
+        df = hazard_durations(bundle, runs, sizes)
+    except ValueError as exc:
+        raise CommandError(f"{args.bundle}: {exc}") from None
+    if args.output is None:
+        with pd.option_context("display.width", 200, "display.max_rows", None):
+            print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        return EXIT_OK
+    from gmm_volunteer._version import __version__
+    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+
+    out = check_output_target(args.output)
+    if out.exists():
+        try:
+            resultfile.read(out)
+        except resultfile.ResultFileError:
+            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    fmt = df.copy()
+    for col in fmt.columns:
+        if fmt[col].dtype.kind == "f":
+            fmt[col] = fmt[col].map(lambda x: "-" if x != x else f"{x:.3g}")
+    name = resultfile.bundle_name(str(source)) or str(args.bundle)
+    this = ["gmmv", "hazards", args.bundle, *(["--traces", args.traces] if args.traces else []),
+            *(["--sizes", *map(str, args.sizes)] if args.sizes else []), "-o", args.output]
+    path = resultfile.write(out, resultfile.markdown_table(fmt), command=shlex.join(this),
+                            bundles={name: bundle_digest(bundle)}, gmmv_version=__version__,
+                            trajectory_version=TRAJECTORY_VERSION, title=args.title)
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def add_subcommands(subparsers) -> None:
+    p = subparsers.add_parser(
+        "hazards",
+        help="what a bundle's fitted execution hazard implies per subtask type and batch size",
+        description="For each subtask type and batch size: the CPU an uncontended batch asks, the "
+                    "probability that the fitted execution hazard ends it in its first step, its mean "
+                    "steps, the same at half the CPU, and the steps the measured runs took "
+                    "(execution.progress: paper; docs/model.md D27).")
+    p.add_argument("bundle", metavar="BUNDLE", help="model bundle: a directory, or a shipped name (default, paper-scale)")
+    p.add_argument("--traces", metavar="DIR", help="the traces the bundle was fitted on, for the measured steps")
+    p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="batch sizes (default 1 2 4 8 16 32 64)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the table as a result file (docs/results/README.md)")
+    p.add_argument("--title", help="the result file's title")
+    p.set_defaults(func=_cmd_hazards)
