@@ -1,6 +1,7 @@
 """`gmmv results`: the committed result tables of the docs (docs/results/README.md).
 
     gmmv results table RESULTS NAME -o docs/results/FILE.md [--made-by CMD ...] [--sel DIM=VALUE ...]
+    gmmv results join FILE... --on KEY --column COL... --label LABEL... -o docs/results/FILE.md
     gmmv results check [--root DIR]
     gmmv results sync [--root DIR]
 
@@ -90,6 +91,46 @@ def _cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_join(args: argparse.Namespace) -> int:
+    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.io import resultfile
+
+    try:
+        results = [resultfile.read(f) for f in args.files]
+        table = resultfile.join(results, args.on, args.keep, args.columns, args.labels)
+    except resultfile.ResultFileError as exc:
+        raise CommandError(str(exc)) from None
+    # The joined table describes what its sources describe: one trajectory version, the
+    # union of their bundles (a bundle named twice must be one digest).
+    versions = {r.header["trajectory_version"] for r in results}
+    if len(versions) > 1:
+        raise CommandError(f"the result files were made by trajectory versions {', '.join(sorted(versions))}; "
+                           "join tables of one model")
+    stale = [f"{r.path}: {r.stale}" for r in results if r.stale]
+    bundles: dict = {}
+    for r in results:
+        for name, digest in r.header["bundles"].items():
+            if bundles.setdefault(name, digest) != digest:
+                raise CommandError(f"{r.path}: bundle {name!r} has another digest than in the other files")
+    out = check_output_target(args.output)
+    if out.exists():
+        try:
+            resultfile.read(out)
+        except resultfile.ResultFileError:
+            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    this = ["gmmv", "results", "join", *args.files, "--on", args.on, *(x for k in args.keep for x in ("--keep", k)),
+            *(x for c in args.columns for x in ("--column", c)), *(x for lab in args.labels for x in ("--label", lab)),
+            "-o", args.output]
+    command = "\n".join([*(f"# {r.path}: {r.header['command']}".replace("\n", "; ") for r in results), shlex.join(this)])
+    path = resultfile.write(out, table, command=command, bundles=bundles,
+                            gmmv_version=max(r.header["gmmv_version"] for r in results),
+                            trajectory_version=versions.pop(), title=args.title,
+                            stale="; ".join(stale) or None)
+    print(f"wrote {path}")
+    return 0
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from gmm_volunteer.io import resultdocs
 
@@ -133,6 +174,21 @@ def add_subcommands(subparsers) -> None:
     t.add_argument("--title", help="a title for the header")
     t.add_argument("--note", help="a note for the header (what was run, caveats)")
     t.set_defaults(func=_cmd_table)
+    j = sub.add_parser("join", help="put result tables side by side as one result file",
+                       description="Join committed result files on a key column (e.g. the findings of two "
+                                   "sweeps): the first file's rows and --keep columns, then each file's "
+                                   "--column values under its --label.")
+    j.add_argument("files", metavar="FILE", nargs="+", help="result files, in column order")
+    j.add_argument("--on", required=True, help="the key column, e.g. finding")
+    j.add_argument("--keep", action="append", default=[], metavar="COLUMN",
+                   help="a column of the first file to keep (repeatable)")
+    j.add_argument("--column", dest="columns", action="append", required=True, metavar="COLUMN",
+                   help="a column taken from every file (repeatable)")
+    j.add_argument("--label", dest="labels", action="append", required=True, metavar="LABEL",
+                   help="one label per file, in order (repeatable)")
+    j.add_argument("-o", "--output", required=True, metavar="FILE", help="the result file")
+    j.add_argument("--title", help="a title for the header")
+    j.set_defaults(func=_cmd_join)
     for name, func, what in (("check", _cmd_check, "check the result files and the docs that include them "
                                                     "(exit 1 naming each problem)"),
                              ("sync", _cmd_sync, "copy every result file's table (and stale note) into the docs")):

@@ -206,3 +206,42 @@ def header_problems(result: Result, root: Path, digests: dict | None = None) -> 
             problems.append(f"{where}: made with bundle {name!r} of digest {str(digest)[:12]}..., "
                             f"whose digest is now {now[:12]}...: {fix}")
     return problems
+
+
+def table_rows(result: Result) -> tuple[list[str], list[list[str]]]:
+    """The column names and the rows of a result's markdown table, cells as written
+    (an escaped ``\\|`` inside a cell stays one cell)."""
+    import re
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\)\|", line.strip())
+        return [c.strip() for c in parts[1:-1]]
+
+    lines = result.table.splitlines()
+    return cells(lines[0]), [cells(ln) for ln in lines[2:]]
+
+
+def join(results: list[Result], on: str, keep: list[str], columns: list[str], labels: list[str]) -> str:
+    """One markdown table of several result tables side by side: the rows of the first
+    keyed by column `on`, its columns `keep`, then `columns` of each result under its
+    label ("label: column"). Every result must have the same keys in its `on` column.
+    Raises ResultFileError naming the file of a problem."""
+    if len(labels) != len(results):
+        raise ResultFileError(f"{len(results)} result files but {len(labels)} labels")
+    tables = []
+    for r in results:
+        names, rows = table_rows(r)
+        for col in [on, *columns, *(keep if r is results[0] else [])]:
+            if col not in names:
+                raise ResultFileError(f"{r.path}: its table has no column {col!r} (columns: {', '.join(names)})")
+        tables.append({row[names.index(on)]: dict(zip(names, row)) for row in rows})
+    keys = list(tables[0])
+    for r, t in zip(results[1:], tables[1:]):
+        if sorted(t) != sorted(keys):
+            raise ResultFileError(f"{r.path}: its {on!r} column differs from {results[0].path}'s")
+    head = [on, *keep, *(f"{lab}: {c}" for lab in labels for c in columns)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k in keys:
+        row = [k, *(tables[0][k][c] for c in keep), *(t[k][c] for t in tables for c in columns)]
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out)
