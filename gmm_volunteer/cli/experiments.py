@@ -231,6 +231,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         png = Path(args.regime_png)
         if png.is_dir() or not png.parent.is_dir() or png.suffix.lower() != ".png":
             raise CommandError(f"--regime-png {args.regime_png}: give a .png file in an existing folder")
+    if args.figures_dir:
+        fdir = Path(args.figures_dir)
+        if fdir.exists() and not fdir.is_dir():
+            raise CommandError(f"--figures-dir {args.figures_dir}: exists and is not a folder")
     from gmm_volunteer.cli import feedback
 
     feedback.info(f"report: reading {args.results}")
@@ -256,6 +260,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         png = Path(args.regime_png)
         png.write_bytes(figures.png_bytes(regime.regime_figure(regime.cell_verdicts(ds), args.title)))
         print(f"wrote {png}")
+    if args.figures_dir:
+        from gmm_volunteer.experiments import figures
+
+        for p in figures.save_all(ds, args.figures_dir, prefix=args.figures_prefix):
+            print(f"wrote {p}")
     return 0
 
 
@@ -365,6 +374,10 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("--sel", action="append", default=[], metavar="DIM=VALUE",
                    help="keep one value of a grid dimension the figures have no axis for "
                         "(e.g. --sel model=/path/to/bundle); repeatable")
+    p.add_argument("--figures-dir", metavar="DIR", default=None,
+                   help="also write figures 2-5 as PNG files into DIR (created if missing)")
+    p.add_argument("--figures-prefix", metavar="TEXT", default="",
+                   help="prefix of those files' names, e.g. paper-scale-hazard- (default none)")
     p.add_argument("--regime-png", metavar="PNG", default=None,
                    help="also write the findings' regime map (a paper grid) as a PNG file")
     _add_output_flags(p)

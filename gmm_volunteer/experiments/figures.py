@@ -224,15 +224,16 @@ def png_bytes(fig, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
-def save_all(ds: xr.Dataset, directory, dpi: int = 110) -> list:
-    """Write every figure as PNG into `directory`; return the paths."""
+def save_all(ds: xr.Dataset, directory, dpi: int = 110, prefix: str = "") -> list:
+    """Write every figure as PNG into `directory` (`prefix` before each name); return the
+    paths."""
     from pathlib import Path
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, make in FIGURES.items():
-        p = directory / f"{name}.png"
+        p = directory / f"{prefix}{name}.png"
         p.write_bytes(png_bytes(make(ds), dpi))
         paths.append(p)
     return paths

@@ -79,6 +79,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     ``accuracy_served``, ``variant_share``, ``estimator_mare`` and
     ``estimator_decisions`` (gmm_volunteer.routing_metrics; NaN where they do not apply).
     """
+    from gmm_volunteer.experiments.phase_law import phase_law_metrics
     from gmm_volunteer.experiments.routing_metrics import routing_metrics  # imports the policies
 
     quantiles = np.asarray(quantiles, dtype=np.float64)
@@ -175,6 +176,8 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
                                       "units": "1"}),
             # accuracy served, variants and the routers' estimator error (docs/routing.md)
             **routing_metrics(ds),
+            # what the paper's phase law asks of the server (docs/model.md D27)
+            **phase_law_metrics(ds),
         },
         coords={
             "request_type": ("request_type", np.array(names, dtype=object)),
