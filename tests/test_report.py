@@ -228,3 +228,18 @@ def test_regime_map_restates_findings_cell_by_cell(tmp_path_factory):
         assert bool(row["holds"]) == bool(p99.sel(scheduler="uniform", **at) < p99.sel(scheduler="centralized", **at))
     assert figures.png_bytes(regime.regime_figure(v)).startswith(PNG_MAGIC)
     assert np.isfinite(v["rho"]).all()
+
+
+def test_report_writes_figures_2_to_5_as_png_files(sweep, tmp_path):
+    from gmm_volunteer.cli.commands import main
+
+    grid, _ = sweep
+    figs = tmp_path / "figs"
+    assert main(["report", str(grid.output), "-o", str(tmp_path / "r.html"), "--quiet",
+                 "--figures-dir", str(figs), "--figures-prefix", "x-"]) == 0
+    names = sorted(p.name for p in figs.iterdir())
+    assert names == ["x-fig2_requests.png", "x-fig3_latency.png", "x-fig4_server.png", "x-fig5_subtasks.png"]
+    assert all((figs / n).read_bytes().startswith(PNG_MAGIC) for n in names)
+    (tmp_path / "file").write_text("not a folder")
+    assert main(["report", str(grid.output), "-o", str(tmp_path / "r2.html"), "--quiet",
+                 "--figures-dir", str(tmp_path / "file")]) == 2
