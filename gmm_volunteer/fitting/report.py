@@ -247,8 +247,9 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         "",
         "## Phase durations: Kaplan-Meier vs fitted hazard",
         "",
-        "A diagnostic of the traces: the simulator does not read these hazards; phases progress "
-        "by the work they need and the resources granted (section 'Execution work').",
+        "Under the default phase law (execution.progress: work) a diagnostic of the traces: phases "
+        "progress by the work they need and the resources granted (section 'Execution work'); under "
+        "execution.progress: paper these hazards end the phases (docs/model.md D27).",
         "",
         f"Polynomial degree chosen by mean AIC over phases: {bundle['hazard']['degree']} "
         f"(mean AIC per degree: {', '.join(f'{q}: {a:.1f}' for q, a in hz['mean_aic'].items())}).",

@@ -255,8 +255,8 @@ class Bundle(_Strict):
     subtask_types: list[SubtaskType] = Field(min_length=1)
     task_types: list[TaskType] = Field(min_length=1)
     consumption: Consumption
-    # Fitted phase hazards: a diagnostic of the traces since 0.3.0, not read by the
-    # simulator (progress comes from work and granted resources; docs/model.md).
+    # Fitted phase hazards: they end the phases under execution.progress: paper (D27); under
+    # the default work law a diagnostic of the traces (docs/model.md D10).
     hazard: Hazard | None = None
     derived_base_profile: dict[str, float] | None = None
 
