@@ -39,7 +39,7 @@ TABLES = {
     "phases": ("P99 latency / completions per 1,000 s in each scripted phase (from the run stores)",
                "seed_metrics", "phase_table", False),
     "phase-law": ("what the paper's phase law asks of the server per grid point (progress: paper)",
-                  "phase_law", "phase_law_table", False),
+                  "phase_law_report", "phase_law_table", False),
     "asrb-paired": ("ASRB minus its baselines, paired, with the BCa interval and t-test (from the run stores)",
                     "seed_metrics", "paired_table", False),
 }
