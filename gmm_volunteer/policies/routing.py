@@ -49,10 +49,13 @@ RouteState = namedtuple(
 # herding diagnostic per step (R.hs[t, field]; issue 22): the most subtasks placed on one
 # node in the step; 1 if after the step's placements the server had a free core while a
 # volunteer held more subtasks than its cores; the most subtasks on one volunteer beyond
-# its cores (0 if none exceeds them); the server's subtasks
-H_MAX_PLACED, H_IDLE_SERVER, H_EXCESS, H_SERVER_Q = range(4)
+# its cores (0 if none exceeds them); the server's subtasks; (issue 34) the most subtasks
+# placed on one volunteer in the step; the most placed on one volunteer beyond its cores
+# (0 if none); 1 if the server had a free core after the step's placements
+H_MAX_PLACED, H_IDLE_SERVER, H_EXCESS, H_SERVER_Q, H_VOL_PLACED, H_VOL_PLACED_OVER, H_SERVER_FREE = range(7)
 HERDING_FIELDS = ("max_placed_one_node", "server_free_volunteer_over", "max_volunteer_excess",
-                  "server_subtasks")
+                  "server_subtasks", "max_placed_one_volunteer", "max_placed_beyond_cores",
+                  "server_free_core")
 # R.af[0:9]: per tier (local, edge, cloud) Welford count, mean and M2 of the service
 # times learned from completions whose placement carried a tag (queue-aware routers)
 AF_SVC = 0
@@ -200,16 +203,26 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
 def record_herding(S, R, t):
     """The rest of step t's herding diagnostic, after the router placed (R.nq current):
     does the server have a free core while a volunteer holds more subtasks than its
-    cores, and by how much does the fullest volunteer exceed its cores."""
+    cores, by how much does the fullest volunteer exceed its cores, and the most
+    subtasks placed on one volunteer in this step, in all and beyond its cores."""
     excess = 0.0
+    placed, beyond = 0.0, 0.0
     for k in range(S.n_on[0]):
         v = S.on_list[k]
-        e = R.nq[v] - S.alloc[v, CPU] / 100.0
+        cores = S.alloc[v, CPU] / 100.0
+        e = R.nq[v] - cores
         if e > excess:
             excess = e
+        if v != 0 and R.pst[v] == t:
+            placed = max(placed, float(R.pc[v]))
+            beyond = max(beyond, R.pc[v] - cores)
+    free = R.nq[0] < S.alloc[0, CPU] / 100.0
     R.hs[t, H_EXCESS] = excess
     R.hs[t, H_SERVER_Q] = R.nq[0]
-    R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and R.nq[0] < S.alloc[0, CPU] / 100.0) else 0.0
+    R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and free) else 0.0
+    R.hs[t, H_VOL_PLACED] = placed
+    R.hs[t, H_VOL_PLACED_OVER] = beyond
+    R.hs[t, H_SERVER_FREE] = 1.0 if free else 0.0
 
 
 @kernel
