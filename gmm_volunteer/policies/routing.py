@@ -48,7 +48,8 @@ RouteState = namedtuple(
 )
 # herding diagnostic per step (R.hs[t, field]; issue 22): the most subtasks placed on one
 # node in the step; 1 if after the step's placements the server had a free core while a
-# volunteer held more subtasks than its cores; the most subtasks on one volunteer beyond
+# volunteer held more subtasks than its cores (whole cores, `whole_cores`, since issue 34;
+# the allocation in cores before); the most subtasks on one volunteer beyond
 # its cores (0 if none exceeds them); the server's subtasks; (issue 34) the most subtasks
 # placed on one volunteer in the step; the most placed on one volunteer beyond its cores
 # (0 if none); 1 if the server had a free core after the step's placements
@@ -200,23 +201,33 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
 
 
 @kernel
+def whole_cores(S, v):
+    """The subtasks v runs at once without sharing a core: its CPU allocation in cores,
+    rounded, at least 1 (0 without an allocation). A volunteer whose fitted allocation is
+    0.95 of a core runs one subtask, not "more than its cores" (issue 34)."""
+    c = S.alloc[v, CPU] / 100.0
+    return 0 if c <= 0.0 else max(1, int(round(c)))
+
+
+@kernel
 def record_herding(S, R, t):
     """The rest of step t's herding diagnostic, after the router placed (R.nq current):
     does the server have a free core while a volunteer holds more subtasks than its
     cores, by how much does the fullest volunteer exceed its cores, and the most
-    subtasks placed on one volunteer in this step, in all and beyond its cores."""
+    subtasks placed on one volunteer in this step, in all and beyond its cores. Cores are
+    whole (`whole_cores`)."""
     excess = 0.0
     placed, beyond = 0.0, 0.0
     for k in range(S.n_on[0]):
         v = S.on_list[k]
-        cores = S.alloc[v, CPU] / 100.0
+        cores = whole_cores(S, v)
         e = R.nq[v] - cores
         if e > excess:
             excess = e
         if v != 0 and R.pst[v] == t:
             placed = max(placed, float(R.pc[v]))
             beyond = max(beyond, R.pc[v] - cores)
-    free = R.nq[0] < S.alloc[0, CPU] / 100.0
+    free = R.nq[0] < whole_cores(S, 0)
     R.hs[t, H_EXCESS] = excess
     R.hs[t, H_SERVER_Q] = R.nq[0]
     R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and free) else 0.0
