@@ -15,6 +15,7 @@ def _decisions(pred, real):
     d = np.full((len(pred), len(DECISION_FIELDS)), 0.0)
     d[:, DECISION_FIELDS.index("predicted")] = pred
     d[:, DECISION_FIELDS.index("realized")] = real
+    d[:, DECISION_FIELDS.index("predicted_router")] = np.nan  # a router that predicts none
     return xr.Dataset({"decision": (("decision", "decision_field"), d)})
 
 
@@ -23,6 +24,17 @@ def test_estimator_error_is_the_mean_absolute_relative_error_of_completed_decisi
     mare, n = estimator_error(ds)
     assert n == 3
     assert mare == pytest.approx((0.5 + 0.0 + 1.0) / 3)
+
+
+def test_the_routers_own_prediction_is_its_error_when_it_logs_one():
+    """The Oracle, JSQ-S and LA-IMR log the delay they decide by (issue 34)."""
+    ds = _decisions([2.0, 3.0], [4.0, 3.0])
+    d = ds["decision"].values.copy()
+    d[:, DECISION_FIELDS.index("predicted_router")] = [4.0, 6.0]
+    ds = ds.assign(decision=(("decision", "decision_field"), d))
+    ds.attrs["scheduler"] = "oracle"
+    assert estimator_error(ds)[0] == pytest.approx(0.5)
+    assert estimator_error(ds, "hybrid")[0] == pytest.approx(0.25)
 
 
 def test_measures_are_nan_where_they_do_not_apply():

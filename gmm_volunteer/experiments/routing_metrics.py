@@ -19,12 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from gmm_volunteer.policies.routing import (
-    D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, ESTIMATOR_NAMES, H_EXCESS, H_IDLE_SERVER, H_MAX_PLACED,
+    D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_PRED_ROUTER, D_REAL, ESTIMATOR_NAMES, H_EXCESS, H_IDLE_SERVER, H_MAX_PLACED,
     H_SERVER_FREE, H_VOL_PLACED, H_VOL_PLACED_OVER, TIER_NAMES)
 from gmm_volunteer.model.variants import accuracy_served, variant_share
 
 
-ESTIMATORS = {"hybrid": D_PRED, "model_only": D_PRED_MODEL, "queue_only": D_PRED_QUEUE}
+ESTIMATORS = {"hybrid": D_PRED, "model_only": D_PRED_MODEL, "queue_only": D_PRED_QUEUE,
+              "router": D_PRED_ROUTER}
 
 
 def estimator_error(ds, estimator: str | None = None) -> tuple[float, int]:
@@ -35,9 +36,12 @@ def estimator_error(ds, estimator: str | None = None) -> tuple[float, int]:
     d = np.asarray(ds["decision"].values, dtype=np.float64)
     if d.size == 0:
         return float("nan"), 0
-    if estimator is None:
+    if estimator is None:  # the router's own prediction (issue 34), else as before it
         sched = str(ds.attrs.get("scheduler", ""))
-        estimator = sched if sched in ESTIMATORS else "hybrid"
+        own = d.shape[1] > D_PRED_ROUTER and np.isfinite(d[:, D_PRED_ROUTER]).any()
+        estimator = "router" if own else (sched if sched in ESTIMATORS else "hybrid")
+    if ESTIMATORS[estimator] >= d.shape[1]:  # a log made before the field existed
+        return float("nan"), 0
     pred, real = d[:, ESTIMATORS[estimator]], d[:, D_REAL]
     ok = np.isfinite(pred) & np.isfinite(real) & (real > 0)
     if not ok.any():
@@ -48,7 +52,7 @@ def estimator_error(ds, estimator: str | None = None) -> tuple[float, int]:
 def whole_run_mape(ds, estimator: str, tier: str | None = None) -> tuple[float, int]:
     """(mean absolute relative error, decisions) of `estimator` over every completed
     decision of the run (issue 22: not only the logged ones), of one tier or all."""
-    if "estimator_error" not in ds:
+    if "estimator_error" not in ds or estimator not in ds["estimator"].values:
         return float("nan"), 0
     e = ds["estimator_error"].sel(estimator=estimator)
     if tier is not None:
@@ -105,7 +109,7 @@ def routing_metrics(ds) -> dict:
                 "long_name": f"as estimator_mape_{e}, decisions to the {tr} tier", "units": "1"})
     mape["estimator_mape_decisions"] = ((), float(whole_run_mape(ds, "hybrid")[1]), {
         "long_name": "completed decisions the whole-run estimator error is over", "units": "1"})
-    lost = float(ds["node_placements_lost"].sum()) if "node_placements_lost" in ds else 0.0
+    lost = float(ds["node_placements_lost"].sum()) if "node_placements_lost" in ds else float("nan")
     return {
         **mape,
         "placements_lost": ((), lost, {

@@ -21,6 +21,7 @@ before cancelling and finishing, so the completed slots are still visible there)
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -61,13 +62,17 @@ HERDING_FIELDS = ("max_placed_one_node", "server_free_volunteer_over", "max_volu
 # times learned from completions whose placement carried a tag (queue-aware routers)
 AF_SVC = 0
 N_TIERS = 3
+# R.af[AF_MIX + tier * n_sub + j]: subtasks j completed on each tier (tier routers, issue
+# 34: the mix a tier serves, for its service SCV); after the queue-aware layout
+AF_MIX = 12
 # decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
 # queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
-D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL = range(7)
+D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER = range(8)
 # whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
 # over every decision of a tier router that completed (issue 22: not only the logged ones)
 TIER_NAMES = ("local", "edge", "cloud")
-ESTIMATOR_NAMES = ("hybrid", "model_only", "queue_only")
+# "router": the delay the run's router decided by (D_PRED_ROUTER; issue 34)
+ESTIMATOR_NAMES = ("hybrid", "model_only", "queue_only", "router")
 
 
 def option_index(options_model) -> dict[str, int]:
@@ -99,8 +104,8 @@ def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 
         pl_tag=np.full((V, slots), -1, np.int64),
         pl_sub=np.full((V, slots), -1, np.int64),
         pl_tier=np.full((V, slots), -1, np.int64),
-        pp=np.full((V, slots, 3), np.nan),
-        ea=np.zeros((N_TIERS, 3, 2)),
+        pp=np.full((V, slots, len(ESTIMATOR_NAMES)), np.nan),
+        ea=np.zeros((N_TIERS, len(ESTIMATOR_NAMES), 2)),
         nq=np.zeros(V, np.int64),
         af=np.zeros(max(nf, 1)),
         ai=np.zeros(max(ni, 1), np.int64),
@@ -293,9 +298,12 @@ def observe(S, P, R, t):
                 if R.pl_tag[i, p] >= 0:
                     learn_service(R, R.pl_tag[i, p], lat)
                 tr = R.pl_tier[i, p]
+                if tr >= 0 and R.pl_sub[i, p] >= 0 and R.af.shape[0] >= AF_MIX + N_TIERS * P.n_sub:
+                    R.af[AF_MIX + tr * P.n_sub + R.pl_sub[i, p]] += 1.0
                 if tr >= 0:
-                    for e in range(3):
-                        R.ea[tr, e, 0] += abs(R.pp[i, p, e] - lat) / lat
-                        R.ea[tr, e, 1] += 1.0
+                    for e in range(R.ea.shape[1]):
+                        if not math.isnan(R.pp[i, p, e]):  # a router that predicts none
+                            R.ea[tr, e, 0] += abs(R.pp[i, p, e] - lat) / lat
+                            R.ea[tr, e, 1] += 1.0
                     R.pl_tier[i, p] = -1
                 R.pl_node[i, p] = -1
