@@ -92,6 +92,35 @@ def test_an_older_trajectory_version_fails(tmp_path):
     assert "x.md" in problem and "trajectory version 0.4.0" in problem
 
 
+def test_a_table_that_ran_a_changed_policy_fails_and_only_that_one(tmp_path):
+    """Policy-scoped trajectory versions (issue 34): a table lists the policies its runs
+    used; it is stale when one of them has another trajectory version now, whatever the
+    others and the global version say."""
+    from gmm_volunteer.trajectory import POLICY_TRAJECTORY_VERSIONS, policy_trajectory_version
+
+    changed = next(iter(POLICY_TRAJECTORY_VERSIONS))
+    assert POLICY_TRAJECTORY_VERSIONS[changed] != TRAJECTORY_VERSION
+    _repo(tmp_path, _header(policies={changed: TRAJECTORY_VERSION, "centralized": TRAJECTORY_VERSION}))
+    (problem,) = resultdocs.check(tmp_path)
+    assert "x.md" in problem and repr(changed) in problem
+    shutil.rmtree(tmp_path / "docs")
+    _repo(tmp_path, _header(policies={changed: policy_trajectory_version(changed),
+                                      "centralized": TRAJECTORY_VERSION}))
+    assert resultdocs.check(tmp_path) == []
+
+
+def test_stores_record_the_versions_of_the_policies_they_ran():
+    from gmm_volunteer.trajectory import merge_policy_versions, policy_trajectory_version, run_policy_versions
+
+    assert run_policy_versions({"policy_trajectory_versions": {"asrb": "0.8.0"}}) == {"asrb": "0.8.0"}
+    # a store made before policies had versions: each named policy at the store's version
+    old = {"trajectory_version": "0.6.0", "scheduler": "asrb", "executor": "default", "autoscaler": "fixed"}
+    assert run_policy_versions(old) == {"asrb": "0.6.0", "default": "0.6.0", "fixed": "0.6.0"}
+    assert merge_policy_versions([{"asrb": "0.6.0"}, {"asrb": "0.8.0", "jsq": "0.8.0"}]) == {
+        "asrb": "mixed (0.6.0, 0.8.0)", "jsq": "0.8.0"}
+    assert policy_trajectory_version("centralized") == TRAJECTORY_VERSION
+
+
 def test_a_stale_result_passes_when_the_doc_says_so(tmp_path):
     result = _repo(tmp_path, _header(trajectory_version="0.4.0", bundles={"default": "unknown"},
                                      stale="made by trajectory version 0.4.0"),
