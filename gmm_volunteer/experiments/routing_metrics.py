@@ -109,9 +109,13 @@ def routing_metrics(ds) -> dict:
                 "long_name": f"as estimator_mape_{e}, decisions to the {tr} tier", "units": "1"})
     mape["estimator_mape_decisions"] = ((), float(whole_run_mape(ds, "hybrid")[1]), {
         "long_name": "completed decisions the whole-run estimator error is over", "units": "1"})
+    n_cloud, n_all = whole_run_mape(ds, "hybrid", "cloud")[1], whole_run_mape(ds, "hybrid")[1]
     lost = float(ds["node_placements_lost"].sum()) if "node_placements_lost" in ds else float("nan")
     return {
         **mape,
+        "server_decision_share": ((), n_cloud / n_all if n_all > 0 else float("nan"), {
+            "long_name": "share of a tier router's completed decisions that went to the server",
+            "units": "1"}),
         "placements_lost": ((), lost, {
             "long_name": "placements reset (node offline) or aborted by the executor, all nodes",
             "units": "1"}),

@@ -37,6 +37,7 @@ def comparison_table(ds: xr.Dataset) -> pd.DataFrame:
     cols["monitoring calls"] = ds["monitor_calls_total"].sum("monitor_op")
     if "placements_lost" in ds:  # seed 000's failures (6.2); combined stores before issue 34 lack it
         cols["placements lost"] = ds["placements_lost"]
+        cols["to server (share of decisions)"] = ds["server_decision_share"]
     cols["server CPU capacity-hours"] = ds["capacity_hours"].sel(resource="cpu", drop=True)
     cols["estimator error"] = ds["estimator_mare"]
     mean = xr.Dataset({k: _seed_mean(v) for k, v in cols.items()}).compute()
@@ -93,11 +94,14 @@ def mape_table(ds: xr.Dataset) -> pd.DataFrame | None:
     """Per load level (users) and router with tier decisions: the mean absolute relative
     error (MAPE) of the hybrid, model-only and queue-only delay estimates over every
     completed decision of the run, all tiers, and of the hybrid per tier (means over
-    seeds; seed 002's claim is that the hybrid has the least at every load)."""
+    seeds; seed 002's claim is that the hybrid has the least at every load), and of the
+    delay the router itself decides by where it logs one (`router`)."""
     names = ([f"estimator_mape_{e}" for e in ("hybrid", "model_only", "queue_only")]
              + [f"estimator_mape_hybrid_{t}" for t in ("local", "edge", "cloud")])
     if any(n not in ds for n in names):
         return None
+    if "estimator_mape_router" in ds:  # the delay the router decides by (issue 34)
+        names.append("estimator_mape_router")
     e = xr.Dataset({n.removeprefix("estimator_mape_"): _seed_mean(ds[n]) for n in names}).compute()
     keep = np.isfinite(e["hybrid"]).any([d for d in e["hybrid"].dims if d != "scheduler"])
     if not bool(keep.any()):
