@@ -23,34 +23,48 @@ compares each with the policy's version now (docs/results/README.md).
 
 TRAJECTORY_VERSION = "0.6.0"
 
-# Policy name -> the package version since which its runs are as now, for the policies
-# changed after TRAJECTORY_VERSION. Issue 34: asrb (seed 000's tie, label, fallback and
+# Policy kind -> policy name -> the package version since which its runs are as now, for
+# the policies changed after TRAJECTORY_VERSION (by kind: `la_imr` names a scheduler and an
+# autoscaler). Issue 34: asrb (seed 000's tie, label, fallback and
 # decision-round rules), jsq_s ((queue + 1) / capacity with transfers and random ties),
 # oracle (the server's batches in its true delay), queue_aware and model_only (C_s^2 of the
 # mix a tier serves); the other tier routers decide as before but log the changed
 # estimates and the delay they decide by (jsq, random, edge_first, queue_only, la_imr).
 POLICY_TRAJECTORY_VERSIONS = {
-    "asrb": "0.8.0", "jsq_s": "0.8.0", "oracle": "0.8.0", "queue_aware": "0.8.0", "model_only": "0.8.0",
-    "jsq": "0.8.0", "random": "0.8.0", "edge_first": "0.8.0", "queue_only": "0.8.0", "la_imr": "0.8.0",
+    "scheduler": {
+        "asrb": "0.8.0", "jsq_s": "0.8.0", "oracle": "0.8.0", "queue_aware": "0.8.0", "model_only": "0.8.0",
+        "jsq": "0.8.0", "random": "0.8.0", "edge_first": "0.8.0", "queue_only": "0.8.0", "la_imr": "0.8.0",
+    },
 }
 # the run attributes that name a policy (a config's policy keys)
 POLICY_KINDS = ("scheduler", "executor", "autoscaler")
 
 
-def policy_trajectory_version(name: str) -> str:
-    """The trajectory version of the policy called `name` (any kind)."""
-    return POLICY_TRAJECTORY_VERSIONS.get(name, TRAJECTORY_VERSION)
+def policy_key(kind: str, name: str) -> str:
+    """How stores and result files name a policy: "kind:name", e.g. "scheduler:asrb"."""
+    return f"{kind}:{name}"
+
+
+def policy_trajectory_version(key: str) -> str:
+    """The trajectory version of the policy `key` ("kind:name", `policy_key`)."""
+    kind, _, name = key.partition(":")
+    return POLICY_TRAJECTORY_VERSIONS.get(kind, {}).get(name, TRAJECTORY_VERSION)
 
 
 def run_policy_versions(attrs) -> dict[str, str]:
-    """Policy name -> trajectory version for a run store's attributes: what it recorded,
-    or, for a store made before policies had versions of their own, the store's
-    `trajectory_version` for each policy it names."""
+    """"kind:name" -> trajectory version of the policies of a run store's attributes: what
+    it recorded, or, for a store made before policies had versions of their own, the
+    store's `trajectory_version` for each policy it names."""
     recorded = attrs.get("policy_trajectory_versions")
     if isinstance(recorded, dict) and recorded:
-        return {str(k): str(v) for k, v in recorded.items()}
+        out = {}
+        for k, v in recorded.items():
+            if ":" not in str(k):  # a bare name, as stores of the change's first commits wrote
+                k = next((policy_key(kind, str(k)) for kind in POLICY_KINDS if attrs.get(kind) == k), k)
+            out[str(k)] = str(v)
+        return out
     version = str(attrs.get("trajectory_version") or "unknown")
-    return {str(attrs[k]): version for k in POLICY_KINDS if attrs.get(k)}
+    return {policy_key(k, str(attrs[k])): version for k in POLICY_KINDS if attrs.get(k)}
 
 
 def merge_policy_versions(runs) -> dict[str, str]:

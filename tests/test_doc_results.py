@@ -98,27 +98,31 @@ def test_a_table_that_ran_a_changed_policy_fails_and_only_that_one(tmp_path):
     others and the global version say."""
     from gmm_volunteer.trajectory import POLICY_TRAJECTORY_VERSIONS, policy_trajectory_version
 
-    changed = next(iter(POLICY_TRAJECTORY_VERSIONS))
-    assert POLICY_TRAJECTORY_VERSIONS[changed] != TRAJECTORY_VERSION
-    _repo(tmp_path, _header(policies={changed: TRAJECTORY_VERSION, "centralized": TRAJECTORY_VERSION}))
+    changed = "scheduler:asrb"
+    assert POLICY_TRAJECTORY_VERSIONS["scheduler"]["asrb"] != TRAJECTORY_VERSION
+    _repo(tmp_path, _header(policies={changed: TRAJECTORY_VERSION, "scheduler:centralized": TRAJECTORY_VERSION}))
     (problem,) = resultdocs.check(tmp_path)
     assert "x.md" in problem and repr(changed) in problem
     shutil.rmtree(tmp_path / "docs")
     _repo(tmp_path, _header(policies={changed: policy_trajectory_version(changed),
-                                      "centralized": TRAJECTORY_VERSION}))
+                                      "scheduler:centralized": TRAJECTORY_VERSION}))
     assert resultdocs.check(tmp_path) == []
 
 
 def test_stores_record_the_versions_of_the_policies_they_ran():
     from gmm_volunteer.trajectory import merge_policy_versions, policy_trajectory_version, run_policy_versions
 
-    assert run_policy_versions({"policy_trajectory_versions": {"asrb": "0.8.0"}}) == {"asrb": "0.8.0"}
+    recorded = {"scheduler:asrb": "0.8.0"}
+    assert run_policy_versions({"policy_trajectory_versions": recorded}) == recorded
     # a store made before policies had versions: each named policy at the store's version
-    old = {"trajectory_version": "0.6.0", "scheduler": "asrb", "executor": "default", "autoscaler": "fixed"}
-    assert run_policy_versions(old) == {"asrb": "0.6.0", "default": "0.6.0", "fixed": "0.6.0"}
-    assert merge_policy_versions([{"asrb": "0.6.0"}, {"asrb": "0.8.0", "jsq": "0.8.0"}]) == {
-        "asrb": "mixed (0.6.0, 0.8.0)", "jsq": "0.8.0"}
-    assert policy_trajectory_version("centralized") == TRAJECTORY_VERSION
+    old = {"trajectory_version": "0.6.0", "scheduler": "asrb", "executor": "default", "autoscaler": "la_imr"}
+    assert run_policy_versions(old) == {"scheduler:asrb": "0.6.0", "executor:default": "0.6.0",
+                                        "autoscaler:la_imr": "0.6.0"}
+    assert merge_policy_versions([{"scheduler:asrb": "0.6.0"}, {"scheduler:asrb": "0.8.0", "scheduler:jsq": "0.8.0"}]) == {
+        "scheduler:asrb": "mixed (0.6.0, 0.8.0)", "scheduler:jsq": "0.8.0"}
+    assert policy_trajectory_version("scheduler:centralized") == TRAJECTORY_VERSION
+    # la_imr names a router that changed and an autoscaler that did not
+    assert policy_trajectory_version("scheduler:la_imr") != policy_trajectory_version("autoscaler:la_imr")
 
 
 def test_a_stale_result_passes_when_the_doc_says_so(tmp_path):
