@@ -56,6 +56,13 @@ def run_policy_versions(attrs) -> dict[str, str]:
     it recorded, or, for a store made before policies had versions of their own, the
     store's `trajectory_version` for each policy it names."""
     recorded = attrs.get("policy_trajectory_versions")
+    if isinstance(recorded, str):  # stores keep mappings as JSON text (io.results._plain)
+        import json
+
+        try:
+            recorded = json.loads(recorded)
+        except ValueError:
+            recorded = None
     if isinstance(recorded, dict) and recorded:
         out = {}
         for k, v in recorded.items():

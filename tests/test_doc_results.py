@@ -285,8 +285,16 @@ def test_results_table_records_what_the_stores_recorded(tmp_path, monkeypatch, c
     (tmp_path / "docs" / "experiments.md").write_text("# Experiments\n")
     assert resultdocs.check(tmp_path) == []
     monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", "9.9.9")
+    # (its policies, without versions of their own, follow TRAJECTORY_VERSION too)
+    problems = resultdocs.check(tmp_path)
+    assert any("findings.md: made by trajectory version" in p and "9.9.9" in p for p in problems)
+    monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", TRAJECTORY_VERSION)
+    # the policies the runs used, with their versions; a change of one of them only
+    assert {"scheduler:centralized", "scheduler:uniform"} <= set(r.header["policies"])
+    assert set(r.header["policies"].values()) == {TRAJECTORY_VERSION}
+    monkeypatch.setitem(gmm_volunteer.trajectory.POLICY_TRAJECTORY_VERSIONS, "scheduler", {"uniform": "9.9.9"})
     (problem,) = resultdocs.check(tmp_path)
-    assert "findings.md: made by trajectory version" in problem and "9.9.9" in problem
+    assert "'scheduler:uniform'" in problem and "9.9.9" in problem
     # a file that is not a result file is never replaced
     other = tmp_path / "notes.md"
     other.write_text("my notes\n")
