@@ -68,3 +68,19 @@ def test_each_estimate_is_scored_on_the_same_decisions():
     assert estimator_error(ds)[0] == pytest.approx(0.5)
     m = routing_metrics(ds)
     assert m["estimator_mare_hybrid"][1] == pytest.approx(0.25)
+
+
+def test_herding_table_leaves_out_columns_older_stores_lack():
+    from gmm_volunteer.experiments.routing_report import herding_table
+
+    old = {n: (("scheduler",), [1.0, 2.0]) for n in (
+        "herding_max_placed_mean", "herding_max_placed_max", "herding_server_free_share", "herding_excess_max")}
+    ds = xr.Dataset(old, coords={"scheduler": ["asrb", "jsq"]})
+    assert list(herding_table(ds).columns) == [
+        "most placed on one node per step (mean)", "most placed on one node in a step (max)",
+        "share of steps: server free, volunteer over its cores", "largest volunteer excess over its cores"]
+    new = ds.assign(herding_volunteer_max=(("scheduler",), [2.0, 3.0]),
+                    herding_volunteer_ge5_share=(("scheduler",), [0.0, 0.1]),
+                    herding_beyond_bound_share=(("scheduler",), [0.0, 0.2]))
+    df = herding_table(new)
+    assert df.shape == (2, 7) and df.loc["jsq", "share of steps: volunteer given > cores + 1, server free"] == 0.2
