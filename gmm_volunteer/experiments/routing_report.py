@@ -201,8 +201,10 @@ def sections(ds: xr.Dataset, img, table_html) -> list[str]:
     if herd is not None:
         parts += ["<h2>Herding per step (means over seeds)</h2>",
                   "<p>Per step in which the router placed: the most subtasks it placed on one "
-                  "node; whether, after placing, the server had a free core while a volunteer "
-                  "held more subtasks than its cores (docs/routing.md section 7).</p>",
+                  "node and on one volunteer; whether, after placing, the server had a free core "
+                  "while a volunteer held more subtasks than its (whole) cores; the share of steps "
+                  "with 5 or more on one volunteer, and with a volunteer given more than its cores "
+                  "+ 1 while the server had a free core (docs/routing.md section 7).</p>",
                   table_html(herd)]
     from gmm_volunteer.experiments import seed_metrics
 
