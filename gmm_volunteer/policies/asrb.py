@@ -6,11 +6,14 @@ S = lambda (1 - min(L / L_cap, 1)) + (1 - lambda) A (seed 000 eq. 1), where L is
 node's monitored latency (policies.monitor: moving average of feedback, probed when
 stale) and A the accuracy of the model variant that would serve the subtask (docs/model.md
 D24: with ``execution.variants`` every variant of the slot's type is a candidate). Candidates are taken from fit
-nodes scoring at least ``min_score``, else from overloaded nodes, else one is drawn at
-random among the feasible ones (seed 000 Algorithm 1, step 5). Nodes are labelled fit
-/ unfit by their score and overloaded by CPU or memory use above the threshold, held for
-a cooldown; labels set the node's monitoring period (1x, 2x, 3x the base period for
-overloaded, fit and unfit nodes, seed 000 section 6.4).
+nodes scoring at least ``min_score``, else from overloaded nodes scoring at least it, else
+one is drawn at random among the feasible ones (seed 000 Algorithm 1, step 5, and 4.2);
+equal scores are drawn among uniformly, a node with a free core first. Nodes are labelled
+fit / unfit by their best pod score and overloaded by CPU or memory use above the
+threshold, held for a cooldown, or, within a step's decisions, by placements that took
+their last free core; labels set the node's monitoring period (1x, 2x, 3x the base
+period for overloaded, fit and unfit nodes, seed 000 section 6.4). docs/routing.md
+section 2 gives each rule and the option that turns it off.
 """
 
 from __future__ import annotations
