@@ -92,6 +92,39 @@ def test_an_older_trajectory_version_fails(tmp_path):
     assert "x.md" in problem and "trajectory version 0.4.0" in problem
 
 
+def test_a_table_that_ran_a_changed_policy_fails_and_only_that_one(tmp_path):
+    """Policy-scoped trajectory versions (issue 34): a table lists the policies its runs
+    used; it is stale when one of them has another trajectory version now, whatever the
+    others and the global version say."""
+    from gmm_volunteer.trajectory import POLICY_TRAJECTORY_VERSIONS, policy_trajectory_version
+
+    changed = "scheduler:asrb"
+    assert POLICY_TRAJECTORY_VERSIONS["scheduler"]["asrb"] != TRAJECTORY_VERSION
+    _repo(tmp_path, _header(policies={changed: TRAJECTORY_VERSION, "scheduler:centralized": TRAJECTORY_VERSION}))
+    (problem,) = resultdocs.check(tmp_path)
+    assert "x.md" in problem and repr(changed) in problem
+    shutil.rmtree(tmp_path / "docs")
+    _repo(tmp_path, _header(policies={changed: policy_trajectory_version(changed),
+                                      "scheduler:centralized": TRAJECTORY_VERSION}))
+    assert resultdocs.check(tmp_path) == []
+
+
+def test_stores_record_the_versions_of_the_policies_they_ran():
+    from gmm_volunteer.trajectory import merge_policy_versions, policy_trajectory_version, run_policy_versions
+
+    recorded = {"scheduler:asrb": "0.8.0"}
+    assert run_policy_versions({"policy_trajectory_versions": recorded}) == recorded
+    # a store made before policies had versions: each named policy at the store's version
+    old = {"trajectory_version": "0.6.0", "scheduler": "asrb", "executor": "default", "autoscaler": "la_imr"}
+    assert run_policy_versions(old) == {"scheduler:asrb": "0.6.0", "executor:default": "0.6.0",
+                                        "autoscaler:la_imr": "0.6.0"}
+    assert merge_policy_versions([{"scheduler:asrb": "0.6.0"}, {"scheduler:asrb": "0.8.0", "scheduler:jsq": "0.8.0"}]) == {
+        "scheduler:asrb": "mixed (0.6.0, 0.8.0)", "scheduler:jsq": "0.8.0"}
+    assert policy_trajectory_version("scheduler:centralized") == TRAJECTORY_VERSION
+    # la_imr names a router that changed and an autoscaler that did not
+    assert policy_trajectory_version("scheduler:la_imr") != policy_trajectory_version("autoscaler:la_imr")
+
+
 def test_a_stale_result_passes_when_the_doc_says_so(tmp_path):
     result = _repo(tmp_path, _header(trajectory_version="0.4.0", bundles={"default": "unknown"},
                                      stale="made by trajectory version 0.4.0"),
@@ -252,8 +285,16 @@ def test_results_table_records_what_the_stores_recorded(tmp_path, monkeypatch, c
     (tmp_path / "docs" / "experiments.md").write_text("# Experiments\n")
     assert resultdocs.check(tmp_path) == []
     monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", "9.9.9")
+    # (its policies, without versions of their own, follow TRAJECTORY_VERSION too)
+    problems = resultdocs.check(tmp_path)
+    assert any("findings.md: made by trajectory version" in p and "9.9.9" in p for p in problems)
+    monkeypatch.setattr(gmm_volunteer.trajectory, "TRAJECTORY_VERSION", TRAJECTORY_VERSION)
+    # the policies the runs used, with their versions; a change of one of them only
+    assert {"scheduler:centralized", "scheduler:uniform"} <= set(r.header["policies"])
+    assert set(r.header["policies"].values()) == {TRAJECTORY_VERSION}
+    monkeypatch.setitem(gmm_volunteer.trajectory.POLICY_TRAJECTORY_VERSIONS, "scheduler", {"uniform": "9.9.9"})
     (problem,) = resultdocs.check(tmp_path)
-    assert "findings.md: made by trajectory version" in problem and "9.9.9" in problem
+    assert "'scheduler:uniform'" in problem and "9.9.9" in problem
     # a file that is not a result file is never replaced
     other = tmp_path / "notes.md"
     other.write_text("my notes\n")

@@ -121,7 +121,7 @@ def test_herding_and_whole_run_mape_reductions():
     h[:, 0] = [0, 3, 1, 8]
     h[:, 1] = [0, 1, 0, 1]
     h[:, 2] = [0, 2.0, 0, 6.0]
-    ea = np.zeros((3, 3, 2))
+    ea = np.zeros((3, len(ESTIMATOR_NAMES), 2))
     ea[2, 0] = [3.0, 10]  # cloud, hybrid: 10 decisions, sum 3
     ea[1, 0] = [5.0, 5]   # edge
     ea[2, 1] = [20.0, 10]
@@ -138,6 +138,14 @@ def test_herding_and_whole_run_mape_reductions():
     assert np.isnan(whole_run_mape(ds, "hybrid", "local")[0])
     m = routing_metrics(ds)
     assert m["estimator_mape_model_only_cloud"][1] == pytest.approx(2.0)
+    # (issue 34) the per-volunteer columns, and the bound's share among steps with placements
+    h[:, 4] = [0, 2, 1, 6]    # most placed on one volunteer
+    h[:, 5] = [0, 1, 0, 5]    # ... beyond its cores
+    h[:, 6] = [1, 1, 1, 1]    # the server had a free core
+    d = herding(ds.assign(herding=(("time", "herding_field"), h)))
+    assert d["volunteer_max"] == 6.0
+    assert d["volunteer_ge5_share"] == pytest.approx(1 / 3)
+    assert d["beyond_bound_server_free_share"] == pytest.approx(1 / 3)  # 1 beyond is within the bound
 
 
 @pytest.mark.parametrize("scheduler", ["queue_aware", "jsq_s", "oracle", "la_imr"])

@@ -84,11 +84,13 @@ def _cmd_table(args: argparse.Namespace) -> int:
     # The header describes the runs, as their stores recorded them, not this package.
     bundles = {resultfile.bundle_name(str(attrs.get("model_bundle", ""))) or resultfile.UNKNOWN:
                attrs.get("model_sha256") or resultfile.UNKNOWN}
+    from gmm_volunteer.trajectory import run_policy_versions
+
     path = resultfile.write(
         out, resultfile.markdown_table(df), command="\n".join([*args.made_by, shlex.join(this)]),
         bundles=bundles, gmmv_version=str(attrs.get("gmmv_version") or resultfile.UNKNOWN),
         trajectory_version=str(attrs.get("trajectory_version") or resultfile.UNKNOWN),
-        title=args.title, note=args.note)
+        title=args.title, note=args.note, policies=run_policy_versions(attrs))
     print(f"wrote {path}")
     return 0
 

@@ -78,6 +78,17 @@ def _series(paths, complete, shape, dims, names) -> dict:
     return out, template
 
 
+def _policy_versions(paths, complete) -> dict:
+    """The policies the complete runs ran, with their trajectory versions (read from each
+    store's attributes; gmm_volunteer.trajectory)."""
+    import zarr
+
+    from gmm_volunteer.trajectory import merge_policy_versions, run_policy_versions
+
+    return merge_policy_versions(run_policy_versions(dict(zarr.open_group(str(p), mode="r").attrs))
+                                 for p, ok in zip(paths, complete) if ok)
+
+
 def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
     """Lazily combine the run stores of a sweep output directory (its ``sweep.json``).
 
@@ -147,6 +158,7 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
         "model_sha256": first_attrs.get("model_sha256", ""),
         "gmmv_version": first_attrs.get("gmmv_version", ""),
         "trajectory_version": first_attrs.get("trajectory_version", ""),
+        "policy_trajectory_versions": _policy_versions(paths, complete),
         "steps": first_attrs.get("steps", 0),
     }
     # A grid dimension is named after the config key it sets (sweep_dim_keys).

@@ -10,6 +10,8 @@ The header says how to make the table again and which model it describes:
     bundles             {bundle name: sha256 of its content (`bundle_digest`) or "unknown"}
     date                when it was made (YYYY-MM-DD)
     stale               (optional) why the table no longer describes the current model
+    policies            (optional) {policy name: its trajectory version} for the policies
+                        the runs used, as their stores recorded them (issue 34)
 
 `header_problems` is the cheap check `make test` runs: it compares headers, never
 numbers. A result that is not marked stale must have been made by the current trajectory
@@ -27,7 +29,7 @@ from pathlib import Path
 import yaml
 
 REQUIRED = ("command", "gmmv_version", "trajectory_version", "bundles", "date")
-OPTIONAL = ("title", "stale", "note")
+OPTIONAL = ("title", "stale", "note", "policies")
 UNKNOWN = "unknown"
 FENCE = "---"
 
@@ -58,7 +60,7 @@ _Dumper.add_representer(str, lambda d, s: d.represent_scalar(
 
 def render(header: dict, table: str) -> str:
     """The text of a result file (the inverse of `parse`)."""
-    head = {k: header[k] for k in ("title", *REQUIRED, "stale", "note") if header.get(k) is not None}
+    head = {k: header[k] for k in ("title", *REQUIRED, "policies", "stale", "note") if header.get(k) is not None}
     text = yaml.dump(head, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return f"{FENCE}\n{text}{FENCE}\n\n{table.strip()}\n"
 
@@ -84,6 +86,11 @@ def parse(text: str, source: str | Path = "<result>") -> Result:
             ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"has unknown keys {', '.join(unknown)}"] if unknown else [])))
     if not isinstance(header["bundles"], dict):
         raise ResultFileError(f"{source}: bundles must map bundle names to sha256 digests (or 'unknown')")
+    if "policies" in header and not (isinstance(header["policies"], dict)
+                                     and all(isinstance(k, str) for k in header["policies"])):
+        raise ResultFileError(f"{source}: policies must map policy names to trajectory versions")
+    if "policies" in header:
+        header["policies"] = {k: str(v) for k, v in header["policies"].items()}
     if "stale" in header and not (isinstance(header["stale"], str) and header["stale"].strip()):
         raise ResultFileError(f"{source}: stale must say why (a non-empty text)")
     for key in ("command", "gmmv_version", "trajectory_version", "date"):
@@ -104,12 +111,13 @@ def read(path: str | Path) -> Result:
 
 def write(path: str | Path, table: str, *, command: str, bundles: dict[str, str], gmmv_version: str,
           trajectory_version: str, title: str | None = None, stale: str | None = None,
-          note: str | None = None, date: str | None = None) -> Path:
+          note: str | None = None, date: str | None = None, policies: dict | None = None) -> Path:
     """Write a result file (replacing one that is there). The values describe the run
     that made the table: pass what its store recorded, not the current package's."""
     header = {"title": title, "command": command, "gmmv_version": gmmv_version,
               "trajectory_version": trajectory_version, "bundles": dict(bundles),
-              "date": date or datetime.date.today().isoformat(), "stale": stale, "note": note}
+              "date": date or datetime.date.today().isoformat(), "stale": stale, "note": note,
+              "policies": dict(policies) if policies else None}
     text = render(header, table)
     parse(text, path)  # what we write must read back
     path = Path(path)
@@ -180,9 +188,10 @@ def current_digest(name: str, root: Path) -> str | None:
 
 def header_problems(result: Result, root: Path, digests: dict | None = None) -> list[str]:
     """Why `result` does not describe the current model though it claims to (it is not
-    marked stale): another trajectory version, or a bundle whose digest is unknown or
-    not the digest of the bundle it names. Each problem names the file."""
-    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+    marked stale): another trajectory version, a policy it lists (`policies`) whose
+    trajectory version is another now, or a bundle whose digest is unknown or not the
+    digest of the bundle it names. Each problem names the file."""
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION, policy_trajectory_version
 
     if result.stale:
         return []
@@ -192,6 +201,10 @@ def header_problems(result: Result, root: Path, digests: dict | None = None) -> 
     if result.header["trajectory_version"] != TRAJECTORY_VERSION:
         problems.append(f"{where}: made by trajectory version {result.header['trajectory_version']}, "
                         f"the package's is {TRAJECTORY_VERSION}: {fix}")
+    for name, version in (result.header.get("policies") or {}).items():
+        if version != policy_trajectory_version(name):
+            problems.append(f"{where}: ran policy {name!r} of trajectory version {version}, whose runs are "
+                            f"those of version {policy_trajectory_version(name)} now: {fix}")
     digests = {} if digests is None else digests
     for name, digest in result.header["bundles"].items():
         if name not in digests:

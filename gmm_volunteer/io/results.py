@@ -33,7 +33,7 @@ from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
 from gmm_volunteer.io.manifest import MANIFEST_NAME, CorruptStoreError, verify_manifest, write_manifest
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
-from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+from gmm_volunteer.trajectory import POLICY_KINDS, TRAJECTORY_VERSION, policy_key, policy_trajectory_version
 
 
 COMPLETE_ATTR = "complete"
@@ -225,6 +225,10 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     attrs.setdefault("gmmv_version", __version__)
     # what a committed result table made from this store claims (docs/results/README.md)
     attrs.setdefault("trajectory_version", TRAJECTORY_VERSION)
+    # and the versions of the policies it ran (issue 34: some policies have their own)
+    attrs.setdefault("policy_trajectory_versions", {
+        policy_key(k, str(attrs[k])): policy_trajectory_version(policy_key(k, str(attrs[k])))
+        for k in POLICY_KINDS if attrs.get(k)})
     attrs["steps"] = steps
     attrs.pop(COMPLETE_ATTR, None)  # only write_result may declare a store complete
     ds = xr.Dataset(data_vars=data_vars, coords=coords, attrs=attrs)

@@ -51,7 +51,11 @@ OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE, OP_SCORE_UPDATE = (
 
 # Fields of a routing decision (docs/routing.md; the router's decision log, variable
 # `decision` of a result store): step, node, tier, predictions (hybrid, model-only,
-# queue-only) of the chosen tier's delay, realized delay. Their CF units: the step is
-# seconds since the run start, node and tier are codes.
-DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized")
-DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s")
+# queue-only) of the chosen tier's delay, realized delay, and (issue 34) the delay the
+# router itself decided by (the Oracle's true delay, LA-IMR's model, JSQ-S's (queue + 1) /
+# capacity in seconds; the hybrid, model-only or queue-only estimate for those routers;
+# NaN for routers that predict none). Their CF units: the step is seconds since the run
+# start, node and tier are codes.
+DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized",
+                   "predicted_router")
+DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s", "s")

@@ -6,11 +6,14 @@ S = lambda (1 - min(L / L_cap, 1)) + (1 - lambda) A (seed 000 eq. 1), where L is
 node's monitored latency (policies.monitor: moving average of feedback, probed when
 stale) and A the accuracy of the model variant that would serve the subtask (docs/model.md
 D24: with ``execution.variants`` every variant of the slot's type is a candidate). Candidates are taken from fit
-nodes scoring at least ``min_score``, else from overloaded nodes, else one is drawn at
-random among the feasible ones (seed 000 Algorithm 1, step 5). Nodes are labelled fit
-/ unfit by their score and overloaded by CPU or memory use above the threshold, held for
-a cooldown; labels set the node's monitoring period (1x, 2x, 3x the base period for
-overloaded, fit and unfit nodes, seed 000 section 6.4).
+nodes scoring at least ``min_score``, else from overloaded nodes scoring at least it, else
+one is drawn at random among the feasible ones (seed 000 Algorithm 1, step 5, and 4.2);
+equal scores are drawn among uniformly, a node with a free core first. Nodes are labelled
+fit / unfit by their best pod score and overloaded by CPU or memory use above the
+threshold, held for a cooldown, or, within a step's decisions, by placements that took
+their last free core; labels set the node's monitoring period (1x, 2x, 3x the base
+period for overloaded, fit and unfit nodes, seed 000 section 6.4). docs/routing.md
+section 2 gives each rule and the option that turns it off.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ from gmm_volunteer.policies.monitor import (
     publish_label,
     refresh_metrics,
 )
-from gmm_volunteer.policies.routing import Router, count_queues, record_herding, fits, observe, option_index, route_assign
-from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint
+from gmm_volunteer.policies.routing import (
+    Router, count_queues, fits, observe, option_index, record_herding, route_assign, whole_cores)
+from gmm_volunteer.model.rng import STREAM_SCHEDULER, randint, uniform
 
 
 class AsrbOptions(MonitorOptions):
@@ -83,6 +87,20 @@ class AsrbOptions(MonitorOptions):
     # multiplier step slower (at most period_unfit) (seed 000 5.1).
     volatility: bool = True
     stable_samples: int = Field(5, ge=1)
+    # --- issue 34 (docs/routing.md section 6.1); each false gives the router of 0.7.0
+    # Equal scores: a uniform draw among the equally scored candidates (seed 000 4.2); false:
+    # the first in holder order keeps the tie.
+    random_ties: bool = True
+    # Fit / unfit from the node's best pod score (seed 000 4.2: "recomputes the best pod
+    # score per node"); false: from the score of the pod being judged.
+    label_best_score: bool = True
+    # The overloaded fallback also discards pods scoring below min_score (seed 000 4.2).
+    fallback_min_score: bool = True
+    # Within a step's decisions, a node whose placements in this step took its last free
+    # core counts as overloaded, and a node placed on in this step is scored with the
+    # latency a probe would measure now if that is above its cached one (docs/routing.md
+    # section 2, "Decision rounds").
+    round_load: bool = True
 
     @field_validator("latency_weight_per_type")
     @classmethod
@@ -104,6 +122,7 @@ K_PER_TYPE = K["latency_per_type"]
 K_TRIGGER, K_ACOOL = K["refresh_trigger"], K["approx_cooldown_s"]
 K_ADMIT, K_PATCH, K_PATCH_D = K["admission_probe"], K["score_patch"], K["score_patch_delta"]
 K_VOLAT, K_STABLE = K["volatility"], K["stable_samples"]
+K_TIES, K_BEST, K_FB_MIN, K_ROUND = K["random_ties"], K["label_best_score"], K["fallback_min_score"], K["round_load"]
 
 
 @kernel
@@ -162,16 +181,52 @@ def variant_accuracy(P, j):
 
 
 @kernel
-def variant_latency(S, P, R, v, j, j0):
-    """v's monitored latency for variant j of requested subtask j0: the node's average
-    plus the difference in execution time of the two models there, as a probe would
-    tell it (policies.monitor.probe_estimate; docs/routing.md, "Model variants")."""
+def variant_latency(S, P, R, v, j, j0, t):
+    """v's monitored latency for variant j of requested subtask j0: the pod's (or, without
+    ``latency_per_type``, the node's average plus the difference in execution time of the
+    two models there, as a probe would tell it: policies.monitor.probe_estimate;
+    docs/routing.md, "Model variants"); with ``round_load``, at least what a probe would
+    measure now on a node given subtasks in this step's decisions."""
     if R.po[K_PER_TYPE] > 0.0:
-        return R.ml[v, j]  # every variant is a pod of its own (seed 000 4.1)
-    lat = R.mf[v, F_LAT]
-    if j == j0 or math.isnan(lat):
-        return lat
-    return lat + probe_estimate(S, P, R, v, j, 0) - probe_estimate(S, P, R, v, j0, 0)
+        lat = R.ml[v, j]  # every variant is a pod of its own (seed 000 4.1)
+    else:
+        lat = R.mf[v, F_LAT]
+        if j != j0 and not math.isnan(lat):
+            lat += probe_estimate(S, P, R, v, j, 0) - probe_estimate(S, P, R, v, j0, 0)
+    if placed_this_round(R, v, t):
+        now = probe_estimate(S, P, R, v, j, t)  # R.nq counts this round's placements
+        if math.isnan(lat) or now > lat:
+            return now
+    return lat
+
+
+@kernel
+def placed_this_round(R, v, t):
+    """v was given a subtask in step t's decisions (with ``round_load``)."""
+    return R.po[K_ROUND] > 0.0 and R.pst[v] == t
+
+
+@kernel
+def full_this_round(S, R, v, t):
+    """This round's placements took v's last free core: the resource monitor would read
+    its CPU fully used, above any overload threshold below 1 (seed 000 3.2, 6.1)."""
+    return placed_this_round(R, v, t) and R.nq[v] >= whole_cores(S, v)
+
+
+@kernel
+def node_best_score(S, P, R, v, lam, cap, t):
+    """The best score of the pods on v (seed 000 4.2: after a response the proxy
+    "recomputes the best pod score per node" and labels the node from it): over the
+    subtasks whose data v holds (every one on the server), as `variant_latency` sees
+    them."""
+    best = -1.0
+    for j in range(P.n_sub):
+        if v != 0 and S.hd_pos[v, j] < 0:
+            continue
+        s = asrb_score(variant_latency(S, P, R, v, j, j, t), variant_accuracy(P, j), lam, cap)
+        if s > best:
+            best = s
+    return best
 
 
 @kernel
@@ -223,13 +278,33 @@ def latency_refresh(S, P, R, j0, t):
 
 
 @kernel
+def _better(S, R, s, free, best_s, best_free, n_tied):
+    """Does a candidate of score s (free: it has a free core now) replace the best so far
+    (best_s, best_free, held by n_tied equally healthy candidates)? Returns (replace,
+    tied count). A higher score always; with ``random_ties``, at an equal score a node
+    with a free core beats one without, and among equally scored, equally free nodes the
+    kept one is uniform (reservoir sampling: replaced with probability 1 / ties so far;
+    seed 000 4.2, "random among equally healthy"); without it, never."""
+    if s > best_s:
+        return True, 1
+    if s == best_s and R.po[K_TIES] > 0.0:
+        if free and not best_free:
+            return True, 1
+        if free == best_free:
+            n_tied += 1
+            return uniform(S.rng, STREAM_SCHEDULER) * n_tied < 1.0, n_tied
+    return False, n_tied
+
+
+@kernel
 def asrb_choose(S, P, R, j0, t, lam):
     """(node, subtask) for a slot requesting j0 with latency weight lam: over its
     variants (j0 itself only without ``execution.variants``) and their eligible nodes,
     seed 000 Algorithm 1."""
     cap, smin = R.mc[C_LAT_CAP], R.po[K_MIN_SCORE]
-    best_fit, s_fit, j_fit = -1, -1.0, -1
-    best_over, s_over, j_over = -1, -1.0, -1
+    fb_min = smin if R.po[K_FB_MIN] > 0.0 else -1.0
+    best_fit, s_fit, j_fit, n_fit, free_fit = -1, -1.0, -1, 0, False
+    best_over, s_over, j_over, n_over, free_over = -1, -1.0, -1, 0, False
     n_ok = 0
     latency_refresh(S, P, R, j0, t)
     for q in range(P.var_n[j0]):
@@ -243,15 +318,23 @@ def asrb_choose(S, P, R, j0, t, lam):
             if not admitted(S, R, v, t):
                 continue
             n_ok += 1
-            s = asrb_score(variant_latency(S, P, R, v, j, j0), acc, lam, cap)
-            R.mf[v, F_SCORE] = s
+            s = asrb_score(variant_latency(S, P, R, v, j, j0, t), acc, lam, cap)
             if R.po[K_PATCH] > 0.0:
                 publish_score(R, v, j, s, t)
-            label = asrb_label(R, v, s, t)
-            if label == FIT and s >= smin and s > s_fit:
-                best_fit, s_fit, j_fit = v, s, j
-            elif label == OVERLOADED and s > s_over:
-                best_over, s_over, j_over = v, s, j
+            node_s = node_best_score(S, P, R, v, lam, cap, t) if R.po[K_BEST] > 0.0 else s
+            R.mf[v, F_SCORE] = node_s
+            label = asrb_label(R, v, node_s, t)
+            if label != OVERLOADED and full_this_round(S, R, v, t):
+                label = OVERLOADED  # for this round's choice only; not published
+            free = R.nq[v] < whole_cores(S, v)
+            if label == FIT and s >= smin:
+                take, n_fit = _better(S, R, s, free, s_fit, free_fit, n_fit)
+                if take:
+                    best_fit, s_fit, j_fit, free_fit = v, s, j, free
+            elif label == OVERLOADED and s >= fb_min:
+                take, n_over = _better(S, R, s, free, s_over, free_over, n_over)
+                if take:
+                    best_over, s_over, j_over, free_over = v, s, j, free
     if best_fit >= 0:
         return best_fit, j_fit
     if best_over >= 0:

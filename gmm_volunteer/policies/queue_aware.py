@@ -39,16 +39,18 @@ from pydantic import Field
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
 from gmm_volunteer.model.params import CPU, DOWNLOAD, EXECUTION, WORK_EXPONENTIAL
-from gmm_volunteer.model.kernels.ops import work_mean
+from gmm_volunteer.model.kernels.ops import batch_born_now, work_mean
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
 from gmm_volunteer.policies.monitor import C_CALL_BYTES, C_NODE_BYTES, OP_METRIC_READ, MonitorOptions, charge
 from gmm_volunteer.policies.routing import (
+    AF_MIX,
     AF_SVC,
     D_NODE,
     D_PRED,
     D_PRED_MODEL,
     D_PRED_QUEUE,
+    D_PRED_ROUTER,
     D_T,
     D_TIER,
     N_TIERS,
@@ -72,6 +74,7 @@ AF_MODE = AF_SVC + 3 * N_TIERS
 AF_USER_CORES = AF_MODE + 1
 AF_USER_Q = AF_MODE + 2
 N_AF = AF_MODE + 3
+assert N_AF == AF_MIX  # then the mix each tier served (routing.AF_MIX)
 # R.ai layout: arrivals per tier summed over the window, then the ring of per-step counts
 AI_SUM = 0
 AI_RING = N_TIERS
@@ -99,6 +102,10 @@ class TierOptions(MonitorOptions):
     # The queue term on every subtask in the tier, in service or waiting (true: the
     # router before issue 22), or on the waiting ones beyond the busy servers (false).
     queue_in_service: bool = False
+    # C_s^2 of the mix of subtasks the tier has completed (each type's work law, weighted
+    # by its completions there), as the mean service time mixes them (issue 34); false:
+    # the requested subtask's law (0.7.0). Ignored with scv_online.
+    scv_mix: bool = True
 
 
 class QueueAwareOptions(TierOptions):
@@ -131,7 +138,7 @@ KL_ALPHA, KL_BETA, KL_GAMMA, KL_EQ5 = KL["alpha"], KL["beta"], KL["gamma"], KL["
 KL_FLOOR, KL_BUDGET = KL["utilization_floor"], KL["budget_s"]
 K_WINDOW, K_UTIL, K_PENALTY = K["window_s"], K["utilization_threshold"], K["penalty"]
 K_MIN_SAMPLES, K_MAXDL, K_EPS = K["min_samples"], K["max_downloads_per_node"], K["epsilon"]
-K_SCV_ONLINE, K_Q_IN_SERVICE = K["scv_online"], K["queue_in_service"]
+K_SCV_ONLINE, K_Q_IN_SERVICE, K_SCV_MIX = K["scv_online"], K["queue_in_service"], K["scv_mix"]
 assert list(option_index(TierOptions)) == list(K)[:-1]
 
 
@@ -142,6 +149,27 @@ def law_scv(P, j):
     if P.wk_dist[j] == WORK_EXPONENTIAL:
         return 1.0
     return math.exp(P.wk_lsd[j] * P.wk_lsd[j]) - 1.0
+
+
+@kernel
+def mix_scv(P, R, tier, j):
+    """C_s^2 of the mixture of work laws the tier has served: E[X^2] / E[X]^2 - 1 with
+    E[X] = sum_k p_k m_k, E[X^2] = sum_k p_k m_k^2 (1 + c_k^2), p_k the share of the
+    tier's completions that were subtask k, m_k its mean work on one core, c_k^2 its law's
+    SCV (`law_scv`). j's own law before the tier completed anything."""
+    o = AF_MIX + tier * P.n_sub
+    n, m1, m2 = 0.0, 0.0, 0.0
+    for k in range(P.n_sub):
+        c = R.af[o + k]
+        if c > 0.0:
+            m = P.wk_mean[k, 1]
+            n += c
+            m1 += c * m
+            m2 += c * m * m * (1.0 + law_scv(P, k))
+    if n <= 0.0 or m1 <= 0.0:
+        return law_scv(P, j)
+    m1 /= n
+    return m2 / n / (m1 * m1) - 1.0
 
 
 @kernel
@@ -247,7 +275,8 @@ def tier_estimates(S, P, R, i, j, t, out):
             lam = R.ai[AI_SUM + CLOUD] / window
             q = R.nq[0]
             transfer = 0.0
-        mean_s, scv = service_stats(R, tier, prior, law_scv(P, j))
+        scv = mix_scv(P, R, tier, j) if R.po[K_SCV_MIX] > 0.0 else law_scv(P, j)
+        mean_s, scv = service_stats(R, tier, prior, scv)
         h, m, qq = tier_estimate(R, c, lam, q, mean_s, scv, transfer)
         out[tier, 0] = h
         out[tier, 1] = m
@@ -271,6 +300,8 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     if n_av == 0:
         return -1
     tier_estimates(S, P, R, i, j, t, est)
+    for k in range(N_TIERS):
+        est[k, 3] = math.nan  # the router's own prediction, if it makes one (below)
     if mode == JSQ:  # the candidate with the fewest subtasks, over every eligible node
         best, best_q = -1, 1 << 62
         for idx in range(S.hd_n[j] + 1):
@@ -278,17 +309,8 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
             if R.nq[v] < best_q and fits(S, P, v, j, t):
                 best, best_q = v, R.nq[v]
         return best
-    if mode == JSQ_S:  # the fewest subtasks per core, over every eligible node
-        best, best_q = -1, math.inf
-        for idx in range(S.hd_n[j] + 1):
-            v = candidate(S, j, idx)
-            cores = S.alloc[v, CPU] / 100.0
-            if cores <= 0.0:
-                continue
-            qn = R.nq[v] / cores
-            if qn < best_q and fits(S, P, v, j, t):
-                best, best_q = v, qn
-        return best
+    if mode == JSQ_S:
+        return jsq_s_choose(S, P, R, j, t, est, nodes)
     if mode == LA_IMR:
         best, best_l = -1, math.inf
         for k in (LOCAL, EDGE, CLOUD):
@@ -303,7 +325,7 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
         return nodes[best]
     if mode == ORACLE:
         for k in range(N_TIERS):
-            est[k, 3] = oracle_delay(S, P, nodes[k], j) if nodes[k] >= 0 else math.inf
+            est[k, 3] = oracle_delay(S, P, nodes[k], j, t) if nodes[k] >= 0 else math.inf
         return nodes[pick_tier(S, nodes, est, 3, 0.0)]
     if mode == EDGE_FIRST:
         for k in (EDGE, LOCAL, CLOUD):
@@ -311,7 +333,43 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
                 return nodes[k]
     eps = 1.0 if mode == RANDOM else R.po[K_EPS]
     col = 1 if mode == MODEL_ONLY else (2 if mode == QUEUE_ONLY else 0)
+    if mode != RANDOM:
+        for k in range(N_TIERS):
+            est[k, 3] = est[k, col]  # the estimate this router decides by
     return nodes[pick_tier(S, nodes, est, col, eps)]
+
+
+@kernel
+def jsq_s_delay(S, P, R, v, j):
+    """JSQ-S's measure of v for subtask j (seed 002's JSQ scaled by the servers), in
+    seconds so that the transfers count: (subtasks on v + 1) / v's cores x j's mean work
+    on one core, plus the input download and result upload on a user node. The + 1 is
+    the new subtask: without it every idle node scores 0 whatever its size."""
+    cores = S.alloc[v, CPU] / 100.0
+    if cores <= 0.0:
+        return math.inf
+    return (R.nq[v] + 1.0) / cores * max(1.0, P.wk_mean[j, 1]) + (0.0 if v == 0 else TRANSFER_S)
+
+
+@kernel
+def jsq_s_choose(S, P, R, j, t, est, nodes):
+    """The eligible node (any tier) with the least `jsq_s_delay`, ties drawn uniformly
+    (reservoir sampling); est[k, 3] of the chosen node's tier is its measure."""
+    best, best_d, n_tied = -1, math.inf, 0
+    for idx in range(S.hd_n[j] + 1):
+        v = candidate(S, j, idx)
+        if not fits(S, P, v, j, t):
+            continue
+        d = jsq_s_delay(S, P, R, v, j)
+        if d < best_d:
+            best, best_d, n_tied = v, d, 1
+        elif d == best_d and d < math.inf:
+            n_tied += 1
+            if uniform(S.rng, STREAM_SCHEDULER) * n_tied < 1.0:
+                best = v
+    if best >= 0:
+        est[LOCAL if best != 0 and nodes[LOCAL] == best else (CLOUD if best == 0 else EDGE), 3] = best_d
+    return best
 
 
 @kernel
@@ -352,14 +410,21 @@ def ps_finish(rem, n, cores, w):
 
 
 @kernel
-def oracle_delay(S, P, v, j):
-    """The delay a subtask j placed on v now would see, from the true remaining work of
-    every batch on v (its drawn work factor; the mean for batches not yet executing),
-    its own mean work and the transfers: processor sharing over v's cores without later
-    arrivals (`ps_finish`). What no router can know: the Oracle baseline (seed 002)."""
+def oracle_delay(S, P, v, j, t):
+    """The delay a subtask j placed on v in step t would see, from the true remaining
+    work of every batch on v (its drawn work factor; the mean for batches not yet
+    executing), processor sharing over v's cores without later arrivals (`ps_finish`),
+    and the transfers. With batching (docs/model.md D8) the subtask joins the batch of j
+    formed on v in this step if there is one (executing on the server, downloading on a
+    user node): it is done when that batch, one subtask larger, is done, so the whole
+    batch's work is what it waits for. What no router can know: the Oracle baseline
+    (seed 002)."""
     cores = S.alloc[v, CPU] / 100.0
     if cores <= 0.0:
         return math.inf
+    join = -1
+    if P.batching > 0:
+        join = batch_born_now(S, P, v, j, EXECUTION if v == 0 else DOWNLOAD, t)
     n = 0
     b = S.nd_bhead[v]
     while b >= 0:
@@ -369,14 +434,21 @@ def oracle_delay(S, P, v, j):
     n = 0
     b = S.nd_bhead[v]
     while b >= 0:
-        if S.b_phase[b] == EXECUTION:
+        if b == join:
+            pass  # replaced by the grown batch below
+        elif S.b_phase[b] == EXECUTION:
             rem[n] = (1.0 - S.b_done[b]) * work_mean(P, S.b_sub[b], S.b_size[b]) * S.b_eps[b]
             n += 1
         elif S.b_phase[b] == DOWNLOAD:
             rem[n] = work_mean(P, S.b_sub[b], S.b_size[b])
             n += 1
         b = S.b_nnext[b]
-    ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, work_mean(P, j, 1)))))
+    if join >= 0:
+        w = work_mean(P, j, S.b_size[join] + 1) * (S.b_eps[join] if S.b_phase[join] == EXECUTION else 1.0)
+        w *= 1.0 - S.b_done[join]
+    else:
+        w = work_mean(P, j, 1)
+    ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, w))))
     return ex + (0.0 if v == 0 else TRANSFER_S)
 
 
@@ -445,11 +517,13 @@ def tier_place(S, P, t, args):
                 R.dlog[d, D_PRED] = est[tier, 0]
                 R.dlog[d, D_PRED_MODEL] = est[tier, 1]
                 R.dlog[d, D_PRED_QUEUE] = est[tier, 2]
+                R.dlog[d, D_PRED_ROUTER] = est[tier, 3]
             route_assign(S, P, R, i, p, v, t, dec, tag)
             R.pl_tier[i, p] = tier
             R.pp[i, p, 0] = est[tier, 0]
             R.pp[i, p, 1] = est[tier, 1]
             R.pp[i, p, 2] = est[tier, 2]
+            R.pp[i, p, 3] = est[tier, 3]
             _arrive(R, t, tier)
             if tier == LOCAL or tier == EDGE:
                 R.af[AF_USER_Q] += 1
@@ -464,7 +538,7 @@ class TierRouter(Router):
     mode: int = HYBRID
 
     def scratch_sizes(self, params):
-        return N_AF, AI_RING + N_TIERS * int(self.options.window_s)
+        return N_AF + N_TIERS * int(params.n_sub), AI_RING + N_TIERS * int(self.options.window_s)
 
     def decision_log_size(self) -> int:
         return int(self.options.decision_log)

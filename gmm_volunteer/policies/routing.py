@@ -21,6 +21,7 @@ before cancelling and finishing, so the completed slots are still visible there)
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -48,22 +49,30 @@ RouteState = namedtuple(
 )
 # herding diagnostic per step (R.hs[t, field]; issue 22): the most subtasks placed on one
 # node in the step; 1 if after the step's placements the server had a free core while a
-# volunteer held more subtasks than its cores; the most subtasks on one volunteer beyond
-# its cores (0 if none exceeds them); the server's subtasks
-H_MAX_PLACED, H_IDLE_SERVER, H_EXCESS, H_SERVER_Q = range(4)
+# volunteer held more subtasks than its cores (whole cores, `whole_cores`, since issue 34;
+# the allocation in cores before); the most subtasks on one volunteer beyond
+# its cores (0 if none exceeds them); the server's subtasks; (issue 34) the most subtasks
+# placed on one volunteer in the step; the most placed on one volunteer beyond its cores
+# (0 if none); 1 if the server had a free core after the step's placements
+H_MAX_PLACED, H_IDLE_SERVER, H_EXCESS, H_SERVER_Q, H_VOL_PLACED, H_VOL_PLACED_OVER, H_SERVER_FREE = range(7)
 HERDING_FIELDS = ("max_placed_one_node", "server_free_volunteer_over", "max_volunteer_excess",
-                  "server_subtasks")
+                  "server_subtasks", "max_placed_one_volunteer", "max_placed_beyond_cores",
+                  "server_free_core")
 # R.af[0:9]: per tier (local, edge, cloud) Welford count, mean and M2 of the service
 # times learned from completions whose placement carried a tag (queue-aware routers)
 AF_SVC = 0
 N_TIERS = 3
+# R.af[AF_MIX + tier * n_sub + j]: subtasks j completed on each tier (tier routers, issue
+# 34: the mix a tier serves, for its service SCV); after the queue-aware layout
+AF_MIX = 12
 # decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
 # queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
-D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL = range(7)
+D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER = range(8)
 # whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
 # over every decision of a tier router that completed (issue 22: not only the logged ones)
 TIER_NAMES = ("local", "edge", "cloud")
-ESTIMATOR_NAMES = ("hybrid", "model_only", "queue_only")
+# "router": the delay the run's router decided by (D_PRED_ROUTER; issue 34)
+ESTIMATOR_NAMES = ("hybrid", "model_only", "queue_only", "router")
 
 
 def option_index(options_model) -> dict[str, int]:
@@ -95,8 +104,8 @@ def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 
         pl_tag=np.full((V, slots), -1, np.int64),
         pl_sub=np.full((V, slots), -1, np.int64),
         pl_tier=np.full((V, slots), -1, np.int64),
-        pp=np.full((V, slots, 3), np.nan),
-        ea=np.zeros((N_TIERS, 3, 2)),
+        pp=np.full((V, slots, len(ESTIMATOR_NAMES)), np.nan),
+        ea=np.zeros((N_TIERS, len(ESTIMATOR_NAMES), 2)),
         nq=np.zeros(V, np.int64),
         af=np.zeros(max(nf, 1)),
         ai=np.zeros(max(ni, 1), np.int64),
@@ -197,19 +206,39 @@ def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
 
 
 @kernel
+def whole_cores(S, v):
+    """The subtasks v runs at once without sharing a core: its CPU allocation in cores,
+    rounded, at least 1 (0 without an allocation). A volunteer whose fitted allocation is
+    0.95 of a core runs one subtask, not "more than its cores" (issue 34)."""
+    c = S.alloc[v, CPU] / 100.0
+    return 0 if c <= 0.0 else max(1, int(round(c)))
+
+
+@kernel
 def record_herding(S, R, t):
     """The rest of step t's herding diagnostic, after the router placed (R.nq current):
     does the server have a free core while a volunteer holds more subtasks than its
-    cores, and by how much does the fullest volunteer exceed its cores."""
+    cores, by how much does the fullest volunteer exceed its cores, and the most
+    subtasks placed on one volunteer in this step, in all and beyond its cores. Cores are
+    whole (`whole_cores`)."""
     excess = 0.0
+    placed, beyond = 0.0, 0.0
     for k in range(S.n_on[0]):
         v = S.on_list[k]
-        e = R.nq[v] - S.alloc[v, CPU] / 100.0
+        cores = whole_cores(S, v)
+        e = R.nq[v] - cores
         if e > excess:
             excess = e
+        if v != 0 and R.pst[v] == t:
+            placed = max(placed, float(R.pc[v]))
+            beyond = max(beyond, R.pc[v] - cores)
+    free = R.nq[0] < whole_cores(S, 0)
     R.hs[t, H_EXCESS] = excess
     R.hs[t, H_SERVER_Q] = R.nq[0]
-    R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and R.nq[0] < S.alloc[0, CPU] / 100.0) else 0.0
+    R.hs[t, H_IDLE_SERVER] = 1.0 if (excess > 0.0 and free) else 0.0
+    R.hs[t, H_VOL_PLACED] = placed
+    R.hs[t, H_VOL_PLACED_OVER] = beyond
+    R.hs[t, H_SERVER_FREE] = 1.0 if free else 0.0
 
 
 @kernel
@@ -269,9 +298,12 @@ def observe(S, P, R, t):
                 if R.pl_tag[i, p] >= 0:
                     learn_service(R, R.pl_tag[i, p], lat)
                 tr = R.pl_tier[i, p]
+                if tr >= 0 and R.pl_sub[i, p] >= 0 and R.af.shape[0] >= AF_MIX + N_TIERS * P.n_sub:
+                    R.af[AF_MIX + tr * P.n_sub + R.pl_sub[i, p]] += 1.0
                 if tr >= 0:
-                    for e in range(3):
-                        R.ea[tr, e, 0] += abs(R.pp[i, p, e] - lat) / lat
-                        R.ea[tr, e, 1] += 1.0
+                    for e in range(R.ea.shape[1]):
+                        if not math.isnan(R.pp[i, p, e]):  # a router that predicts none
+                            R.ea[tr, e, 0] += abs(R.pp[i, p, e] - lat) / lat
+                            R.ea[tr, e, 1] += 1.0
                     R.pl_tier[i, p] = -1
                 R.pl_node[i, p] = -1
