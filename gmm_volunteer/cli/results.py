@@ -127,10 +127,16 @@ def _cmd_join(args: argparse.Namespace) -> int:
             *(x for c in args.columns for x in ("--column", c)), *(x for lab in args.labels for x in ("--label", lab)),
             "-o", args.output]
     command = "\n".join([*(f"# {r.path}: {r.header['command']}".replace("\n", "; ") for r in results), shlex.join(this)])
+    policies: dict = {}
+    for r in results:  # the policies the sources' runs used, each at the version they ran
+        for name, version in (r.header.get("policies") or {}).items():
+            if policies.setdefault(name, version) != version:
+                raise CommandError(f"{r.path}: policy {name!r} ran at trajectory version {version}, "
+                                   f"another file's at {policies[name]}; join tables of one model")
     path = resultfile.write(out, table, command=command, bundles=bundles,
                             gmmv_version=max(r.header["gmmv_version"] for r in results),
                             trajectory_version=versions.pop(), title=args.title,
-                            stale="; ".join(stale) or None)
+                            stale="; ".join(stale) or None, policies=policies or None)
     print(f"wrote {path}")
     return 0
 
