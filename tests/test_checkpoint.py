@@ -241,6 +241,7 @@ def test_mismatched_checkpoints_are_refused(saved, capsys, monkeypatch, syntheti
     _refused(["run", "--resume", str(folder), "--set", "steps=700"], capsys, "--set needs CONFIG")
     manifest = json.loads((step / ck.MANIFEST).read_text())
     edited = dict(manifest, model_sha256="0" * 64)
+    edited["sha256"] = ck.seal(edited)  # as if the bundle had changed since, not the manifest
     (step / ck.MANIFEST).write_text(json.dumps(edited))
     _refused(["run", "--resume", str(folder)], capsys, "made with another model bundle")
     (step / ck.MANIFEST).write_text(json.dumps(manifest))
