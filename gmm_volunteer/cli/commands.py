@@ -365,10 +365,13 @@ def _input_errors() -> tuple[type[Exception], ...]:
     types: list[type[Exception]] = [ConfigError, PolicyError]
     try:
         from gmm_volunteer.io.bundle import BundleError
+        from gmm_volunteer.io.results import IncompleteResultError
     except ImportError:
         pass
     else:
-        types.append(BundleError)
+        # An incomplete or damaged store (its manifest disagrees or is gone) found while
+        # a lazy computation reads it (combine, report): the message names the store.
+        types += [BundleError, IncompleteResultError]
     return tuple(types)
 
 
