@@ -11,7 +11,7 @@ sorted.
 
 The environment variables are read by the BLAS libraries when they load, which in `gmmv`
 happens before a command runs (the CLI imports numpy), so `single_threaded` sets the
-thread count of the loaded libraries through threadpoolctl (a dependency since 0.7.1:
+thread count of the loaded libraries through threadpoolctl (a dependency after 0.7.0:
 without it the limit silently did nothing, and a fit took the machine's cores).
 """
 
