@@ -18,6 +18,7 @@ from engine_support import make_config
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io.results import is_complete
 from gmm_volunteer.model import checkpoint as ck
+from gmm_volunteer.model.config import config_from_dict
 from gmm_volunteer.model.engine import Simulation
 from gmm_volunteer.policies.guard import NO_PLUGINS_ENV
 
@@ -76,6 +77,27 @@ def test_an_edited_config_in_the_checkpoint_is_refused(saved, capsys, key, value
     kept = _files(folder)
     _refused(["run", "--resume", str(folder), "-q"], capsys, "checkpoint.json", "does not match its digest",
              "run it from the start")
+    assert _files(folder) == kept and not (folder.parent / "out.zarr").exists()
+
+
+@pytest.mark.parametrize("key, value", [("steps", 500), ("users.count", 80)])
+def test_a_resealed_config_edit_of_the_sizes_is_refused(saved, capsys, key, value):
+    """A manifest rewritten with a digest to match (a forgery the digest cannot see):
+    the state's sizes still disagree with the config's users or steps, and resuming
+    would have the kernels index past its arrays."""
+    config, folder, step = saved
+    man_path = step / ck.MANIFEST
+    man = json.loads(man_path.read_text())
+    data = yaml.safe_load(man["config"])
+    if key == "steps":
+        data["steps"] = man["steps"] = value
+    else:
+        data["users"]["count"] = value
+    man["config"] = config_from_dict(data).to_yaml()  # as the writer words it
+    man["sha256"] = ck.seal(man)
+    man_path.write_text(json.dumps(man))
+    kept = _files(folder)
+    _refused(["run", "--resume", str(folder), "-q"], capsys, "not sized for the config's", key)
     assert _files(folder) == kept and not (folder.parent / "out.zarr").exists()
 
 

@@ -600,6 +600,21 @@ def load_attributes(path, man: dict) -> dict:
     return attrs
 
 
+def _check_sizes(path: Path, attrs: dict, cfg) -> None:
+    """The state must be sized for the config's users and steps: the kernels index it by
+    them (a state of fewer steps than the config says corrupts memory). A second line
+    behind the manifest's digest, for a manifest rewritten with a digest to match."""
+    arrays = attrs.get("arrays")
+    sizes = {"online": ("users.count", int(cfg.users.count) + 1),  # node 0 is the server
+             "ser_online": ("steps", int(cfg.steps))}
+    for field, (key, n) in sizes.items():
+        arr = getattr(arrays, field, None)
+        if not isinstance(arr, np.ndarray) or arr.ndim < 1 or arr.shape[0] != n:
+            got = "missing" if not isinstance(arr, np.ndarray) or arr.ndim < 1 else f"of length {arr.shape[0]}"
+            raise CheckpointError(f"{path}: its state's {field} is {got}, not sized for the config's {key} "
+                                  f"({n}): the checkpoint's config is not the one its state was made from")
+
+
 def restore(path, cfg=None):
     """The `Simulation` saved in checkpoint `path` (a ``step-<t>`` directory or a folder
     holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
@@ -626,6 +641,7 @@ def restore(path, cfg=None):
         raise CheckpointError(f"{path}: made with another model bundle than the one now at {cfg.model} "
                               "(its content changed): resuming would mix two models")
     attrs = load_attributes(path, man)
+    _check_sizes(path, attrs, cfg)
     sim = Simulation.__new__(Simulation)
     sim._build_model(cfg, bundle)
     vars(sim).update(attrs)
