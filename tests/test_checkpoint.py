@@ -211,13 +211,13 @@ def test_damaged_checkpoints_are_refused(saved, capsys):
     log.write_bytes(bytes(data))
     _refused(["run", "--resume", str(folder)], capsys, "state-lg_end.npy", "does not match", "damaged")
     log.write_bytes(kept[log][:200])  # truncated
-    _refused(["run", "--resume", str(folder)], capsys, "state-lg_end.npy", "unreadable")
+    _refused(["run", "--resume", str(folder)], capsys, "state-lg_end.npy", "bytes where", "damaged")
     log.unlink()
     _refused(["run", "--resume", str(folder)], capsys, "state-lg_end.npy: missing")
     log.write_bytes(kept[log])
     pkl = step / ck.OBJECTS
     pkl.write_bytes(kept[pkl][:-1])
-    _refused(["run", "--resume", str(folder)], capsys, "objects.pkl", "does not match")
+    _refused(["run", "--resume", str(folder)], capsys, "objects.pkl", "bytes where", "damaged")
     pkl.write_bytes(kept[pkl])
     (step / ck.MANIFEST).write_text("{not json")
     _refused(["run", "--resume", str(folder)], capsys, "checkpoint.json", "unreadable")

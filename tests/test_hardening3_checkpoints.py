@@ -29,7 +29,7 @@ from test_checkpoint import CASES
 def saved(synthetic_model, tmp_path, monkeypatch):
     """A run saved at step 200 (of 400) in out.zarr.checkpoint, and its config file."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(NO_PLUGINS_ENV, raising=False)
+    monkeypatch.setenv(NO_PLUGINS_ENV, "")  # undone after the test, also when --no-plugins sets it
     d = {"seed": 2, "steps": 400, "users": {"count": 60}, "server": {"capacity": 10},
          "scheduler": "uniform", "model": str(synthetic_model)}
     config = tmp_path / "run.yaml"
@@ -118,7 +118,7 @@ def _evil_checkpoint(step: Path, marker: Path) -> None:
     man = json.loads((step / ck.MANIFEST).read_text())
     import hashlib
 
-    man["files"][ck.OBJECTS]["sha256"] = hashlib.sha256(payload).hexdigest()
+    man["files"][ck.OBJECTS].update(sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
     man["sha256"] = ck.seal(man)
     (step / ck.MANIFEST).write_text(json.dumps(man))
 

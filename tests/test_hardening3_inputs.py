@@ -141,7 +141,7 @@ def plugins(tmp_path, monkeypatch):
     for name, body in PLUGINS.items():
         (tmp_path / f"gmmv_h3_{name}.py").write_text(head + textwrap.dedent(body))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("GMMV_NO_PLUGINS", raising=False)
+    monkeypatch.setenv("GMMV_NO_PLUGINS", "")  # undone after the test, also when --no-plugins sets it
 
 
 @pytest.mark.parametrize("plugin, needle", [("options_dict", "is not a pydantic model"),

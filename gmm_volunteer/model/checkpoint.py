@@ -143,7 +143,9 @@ class _Writer:
             np.lib.format.write_array(f, arr, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
-        self.files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "sha256": _digest(arr)}
+            size = f.tell()
+        self.files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "sha256": _digest(arr),
+                            "bytes": size}
         self._done[id(arr)] = (name, arr)
         return name
 
@@ -191,7 +193,7 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
             _Pickler(hashing, writer).dump(saved_attributes(sim))
             f.flush()
             os.fsync(f.fileno())
-        writer.files[OBJECTS] = {"sha256": hashing.hexdigest()}
+        writer.files[OBJECTS] = {"sha256": hashing.hexdigest(), "bytes": (tmp / OBJECTS).stat().st_size}
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -450,8 +452,15 @@ def read_manifest(path) -> dict:
     for name, meta in man["files"].items():
         if not (isinstance(name, str) and _FILE.match(name) and name != MANIFEST and isinstance(meta, dict)):
             raise CheckpointError(f"{path / MANIFEST}: files: {name!r} is not a file a checkpoint holds")
-        if not (path / name).is_file():
+        try:
+            size = (path / name).stat().st_size if (path / name).is_file() else None
+        except OSError:
+            size = None
+        if size is None:
             raise CheckpointError(f"{path / name}: missing: the checkpoint is damaged")
+        if size != meta.get("bytes"):  # e.g. bytes appended, which reading the array would skip
+            raise CheckpointError(f"{path / name}: {size} bytes where {meta.get('bytes')!r} were written: "
+                                  "the checkpoint is damaged")
     return man
 
 
