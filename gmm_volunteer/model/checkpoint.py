@@ -20,7 +20,8 @@ Layout, beside the result store ``OUT``:
     OUT.checkpoint/
         step-000000010000/      one complete checkpoint (only the newest is kept)
             checkpoint.json     written last: versions, config, bundle digest, step,
-                                wall time, and the SHA-256 of every other file's content
+                                wall time, the size and SHA-256 of every other file,
+                                and the SHA-256 of all that (``sha256``)
             objects.pkl         the pickled attributes
             state-<field>.npy   state arrays by field name; array-<k>.npy other arrays
 
