@@ -1,7 +1,11 @@
-"""Class 9 of issue "Hardening II": `gmmv fit` gives the same bundle run to run.
+"""Class 9 of issue "Hardening II" and class 7 of "Hardening III": `gmmv fit` gives the
+same bundle run to run, whatever the BLAS thread count or the load.
 
 Two fits in separate processes (as a user runs them) must give bundles with the same
-digest. `SOURCE_DATE_EPOCH` fixes the `created` stamp, which is part of the digest."""
+digest. `SOURCE_DATE_EPOCH` fixes the `created` stamp, which is part of the digest.
+0.7.0 asked for one BLAS thread only through environment variables set after numpy had
+loaded (too late) and through threadpoolctl when installed (it was not), so a fit took
+as many threads as the environment gave it."""
 
 from __future__ import annotations
 
@@ -16,6 +20,47 @@ from gmm_volunteer.fitting.synthetic import SyntheticSpec, write_synthetic_trace
 from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _fits_at_once(traces: Path, tmp_path: Path, threads: tuple[str, ...], *extra: str) -> list[str]:
+    """One fit per entry of `threads` (its OMP/OPENBLAS_NUM_THREADS), all started at
+    once, so that each runs under the others' CPU load."""
+    procs, outs = [], []
+    for k, n in enumerate(threads):
+        env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600", OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
+                   MKL_NUM_THREADS=n)
+        out = tmp_path / f"bundle-{k}-threads{n}"
+        outs.append(out)
+        procs.append(subprocess.Popen([sys.executable, "-m", "gmm_volunteer.cli", "fit", str(traces), "-o", str(out),
+                                       "--no-report", "-q", *extra], env=env, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=3600)
+        assert proc.returncode == 0, err
+    return [bundle_digest(load_bundle(out)) for out in outs]
+
+
+def test_fits_use_one_blas_thread_whatever_the_environment_asks():
+    """Inside `single_threaded` every BLAS the fits call (numpy's and scipy's own) runs
+    one thread, in a process whose environment asked for two and that loaded numpy
+    first, as `gmmv` does."""
+    code = ("import gmm_volunteer.cli.commands as c; c.build_parser()\n"
+            "import sys; assert 'numpy' in sys.modules\n"
+            "from threadpoolctl import threadpool_info\n"
+            "from gmm_volunteer.fitting.determinism import single_threaded\n"
+            "with single_threaded():\n"
+            "    import statsmodels.api\n"
+            "    info = [(i['filepath'], i['num_threads']) for i in threadpool_info() if i['user_api'] == 'blas']\n"
+            "print(info)\n"
+            "assert len(info) >= 2 and all(n == 1 for _, n in info), info\n")
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+@pytest.mark.slow  # two quick fits at once: about 1 CPU-minute
+def test_class7_fits_under_different_thread_counts_and_load_have_one_digest(tmp_path):
+    one, two = _fits_at_once(REPO / "traces", tmp_path, ("1", "2"), "--quick")
+    assert one == two
 
 
 def _fit_twice(traces: Path, tmp_path: Path, *extra: str) -> list[str]:

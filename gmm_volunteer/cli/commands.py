@@ -64,13 +64,13 @@ def load_checked_config(config, overrides, workers: int | None):
     consistency and the memory each of `workers` parallel runs may take); a bad config
     is a CommandError naming the key."""
     from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.preflight import available_memory, check_run
+    from gmm_volunteer.model.preflight import available_memory, check_start
 
     try:
         cfg = load_config(config, overrides or ())
         avail = available_memory()
         workers = max(1, workers or 1)
-        check_run(cfg, str(config), available=None if avail is None else avail // workers)
+        check_start(cfg, str(config), available=None if avail is None else avail // workers)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     return cfg
@@ -101,17 +101,30 @@ def check_replaceable(paths, is_ours, command: str) -> None:
 # ---------------------------------------------------------------------------------
 
 
+def check_store_output(out, force: bool, option: str = "-o") -> Path:
+    """The checks of a result store's path that `gmmv run` makes before it starts (and
+    `gmmv validate` reports), changing nothing: a place this process can write, and only
+    a store this program wrote replaced, with --force. `option` names where the path
+    came from in the message."""
+    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.io.results import OutputPathError, check_output_path
+
+    check_output_target(out, option)
+    try:
+        return check_output_path(out, force=force)
+    except OutputPathError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def prepare_store_output(args: argparse.Namespace, cfg, command: str) -> Path:
     """The result store a run of `cfg` writes (-o, else output.path, else the default),
     checked before the run so that a long one is not wasted: only a store this program
     wrote is ever replaced, and only with --force. Sets `cfg.output.path`."""
-    from gmm_volunteer.cli.outputs import check_output_target
     from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
 
     out = Path(args.output) if args.output else cfg.output_path(args.config)
-    check_output_target(out, "-o" if args.output else "output.path")
+    out = check_store_output(out, args.force, "-o" if args.output else "output.path")
     try:
-        out = check_output_path(out, force=args.force)
         notes = clean_stale(out)  # may put back a store whose replacement was killed
         for note in notes:
             print(f"gmmv {command}: note: {note}", file=sys.stderr)
@@ -132,11 +145,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
     from gmm_volunteer.model.config import ConfigError, load_config
 
-    from gmm_volunteer.model.preflight import check_run
+    from gmm_volunteer.model.preflight import check_start
 
     try:
         cfg = load_config(args.config, args.set or ())
-        check_run(cfg, str(args.config))  # the bundle, and whether the run fits in memory
+        check_start(cfg, str(args.config))  # the bundle, memory, policies: before any work
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 
@@ -352,10 +365,13 @@ def _input_errors() -> tuple[type[Exception], ...]:
     types: list[type[Exception]] = [ConfigError, PolicyError]
     try:
         from gmm_volunteer.io.bundle import BundleError
+        from gmm_volunteer.io.results import IncompleteResultError
     except ImportError:
         pass
     else:
-        types.append(BundleError)
+        # An incomplete or damaged store (its manifest disagrees or is gone) found while
+        # a lazy computation reads it (combine, report): the message names the store.
+        types += [BundleError, IncompleteResultError]
     return tuple(types)
 
 

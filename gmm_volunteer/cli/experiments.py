@@ -146,11 +146,13 @@ def _check_local_memory(grid, workers: int) -> None:
 
 def _cmd_combine(args: argparse.Namespace) -> int:
     from gmm_volunteer.experiments.combine import write_combined
+    from gmm_volunteer.io.results import IncompleteResultError
 
     CommandError = _command_error()
     try:
         path = write_combined(args.output_dir, args.out)
-    except (FileNotFoundError, FileExistsError) as exc:
+    except (FileNotFoundError, FileExistsError, IncompleteResultError, ValueError) as exc:
+        # ValueError: a sweep.json that is not one, runs that cannot share a grid
         raise CommandError(str(exc)) from None
     print(f"wrote {path}")
     return 0

@@ -75,7 +75,10 @@ def _cmd_table(args: argparse.Namespace) -> int:
     ds = _open_results(args.results)
     if args.sel:
         ds = _select(ds, args.sel, args.results)
-    df = render_table(args.name, ds, args.results)
+    try:
+        df = render_table(args.name, ds, args.results)
+    except ValueError as exc:  # a sweep that is not the grid the table is of
+        raise CommandError(f"{args.results}: table {args.name!r}: {exc}") from None
     if df is None:
         raise CommandError(f"{args.results}: has no data for the table {args.name!r}")
     this = ["gmmv", "results", "table", args.results, args.name, *(f"--sel={s}" for s in args.sel),
@@ -142,9 +145,13 @@ def _cmd_join(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from gmm_volunteer.io import resultdocs
+    from gmm_volunteer.cli.commands import CommandError
+    from gmm_volunteer.io import resultdocs, resultfile
 
-    problems = resultdocs.check(Path(args.root))
+    try:
+        problems = resultdocs.check(Path(args.root))
+    except resultfile.ResultFileError as exc:
+        raise CommandError(str(exc)) from None
     for p in problems:
         print(p)
     if not problems:

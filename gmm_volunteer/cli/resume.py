@@ -18,10 +18,15 @@ CommandError = ValueError  # set by run_checkpointed: commands.CommandError (exi
 load_checked_config = None  # set by run_checkpointed: commands.load_checked_config
 
 
-def _output(out: Path, force: bool) -> Path:
-    """Checks of `gmmv run`'s output path (before anything is simulated)."""
+def _output(out: Path, force: bool, option: str = "-o") -> Path:
+    """Checks of `gmmv run`'s output path and of its checkpoint folder's (before anything
+    is simulated)."""
+    from gmm_volunteer.cli.outputs import check_output_target
     from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
+    from gmm_volunteer.model.checkpoint import checkpoint_dir
 
+    check_output_target(out, option)  # a place this process can write: the store and its checkpoints
+    check_output_target(checkpoint_dir(out), option)
     try:
         out = check_output_path(out, force=force)
         notes = clean_stale(out)
@@ -69,21 +74,22 @@ def _fresh(args: argparse.Namespace) -> int:
     if args.config is None:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
     cfg = load_checked_config(args.config, args.set, 1)
-    out = _output(Path(args.output) if args.output else cfg.output_path(args.config), args.force)
+    out = _output(Path(args.output) if args.output else cfg.output_path(args.config), args.force,
+                  "-o" if args.output else "output.path")
     cfg.output.path = str(out)
     folder = ck.checkpoint_dir(out)
     _check_folder(folder)
     ck.remove_unfinished(folder)
     found = ck.checkpoints(folder)
-    if found:
-        if not args.force:
-            raise CommandError(
-                f"{folder}: holds a checkpoint of an earlier run ({found[-1].name}): continue it with "
-                f"`gmmv run --resume {folder}`, or pass --force to discard it and start over")
-        ck.clear(folder)
+    if found and not args.force:
+        raise CommandError(
+            f"{folder}: holds a checkpoint of an earlier run ({found[-1].name}): continue it with "
+            f"`gmmv run --resume {folder}`, or pass --force to discard it and start over")
+    lock = _lock(folder, args)  # held until the run ends (released by _simulate)
+    ck.clear(folder, keep=True)  # --force: the earlier run's, now that no process uses them
     from gmm_volunteer.model.engine import Simulation
 
-    return _simulate(lambda: Simulation(cfg), cfg, out, folder, args.checkpoint_every, args)
+    return _simulate(lambda: Simulation(cfg), cfg, out, folder, args.checkpoint_every, args, lock)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -116,7 +122,13 @@ def _resume(args: argparse.Namespace) -> int:
         if args.output and Path(args.output).expanduser().resolve() != Path(cfg.output.path).expanduser().resolve():
             raise CommandError(f"-o: the checkpointed run writes {cfg.output.path}; a resumed run "
                                "cannot write another store (its config names that path)")
-    out = _output(Path(cfg.output.path), args.force)
+    from gmm_volunteer.model.preflight import check_start
+
+    try:  # the preflight of `gmmv run`, on the config the checkpoint continues
+        check_start(cfg, f"{path / ck.MANIFEST} (config)")
+    except ConfigError as exc:
+        raise CommandError(f"--resume: {exc}") from None
+    out = _output(Path(cfg.output.path), args.force, "output.path")
     folder = ck.checkpoint_dir(out)
     _check_folder(folder)
     every = args.checkpoint_every or man.get("every") or max(1, int(cfg.steps) // 10)
@@ -131,10 +143,21 @@ def _resume(args: argparse.Namespace) -> int:
         feedback.info(f"resuming {out} from {path} (step {sim.t:,} of {sim.steps:,})")
         return sim
 
-    return _simulate(restore, cfg, out, folder, every, args)
+    return _simulate(restore, cfg, out, folder, every, args, _lock(folder, args))
 
 
-def _simulate(make_sim, cfg, out: Path, folder: Path, every: int, args) -> int:
+def _lock(folder: Path, args):
+    """The lock of checkpoint folder `folder` (`checkpoint.Hold`): one process at a time
+    continues or writes its checkpoints."""
+    from gmm_volunteer.model import checkpoint as ck
+
+    try:
+        return ck.Hold(folder)
+    except ck.CheckpointError as exc:
+        raise CommandError(f"--resume: {exc}" if args.resume is not None else str(exc)) from None
+
+
+def _simulate(make_sim, cfg, out: Path, folder: Path, every: int, args, lock) -> int:
     from gmm_volunteer.cli import feedback
     from gmm_volunteer.io.results import write_result
     from gmm_volunteer.model import checkpoint as ck
@@ -143,20 +166,21 @@ def _simulate(make_sim, cfg, out: Path, folder: Path, every: int, args) -> int:
     feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "
                     f"executor {cfg.executor}, seed {cfg.seed}, model {cfg.model} -> {out}; "
                     f"a checkpoint every {every:,} steps in {folder}")
-    sim = make_sim()
-    feedback.announce_compile()
-    saver = ck.Checkpointer(folder, every)
-    try:
-        with CompileLog().listening() as compiled:
-            record = sim.run(progress=not args.quiet, checkpoint=saver)
-    except KeyboardInterrupt:
-        if saver.last is not None:
-            print(f"gmmv run: note: the run is saved at {saver.last.name}; continue it with "
-                  f"`gmmv run --resume {folder}`", file=sys.stderr)
-        raise
-    feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s; "
-                    f"kernels: {compiled.summary()}")
-    write_result(record, out, overwrite=args.force)
-    ck.clear(folder)  # the store is complete: its checkpoints are no longer needed
+    with lock:
+        sim = make_sim()
+        feedback.announce_compile()
+        saver = ck.Checkpointer(folder, every)
+        try:
+            with CompileLog().listening() as compiled:
+                record = sim.run(progress=not args.quiet, checkpoint=saver)
+        except KeyboardInterrupt:
+            if saver.last is not None:
+                print(f"gmmv run: note: the run is saved at {saver.last.name}; continue it with "
+                      f"`gmmv run --resume {folder}`", file=sys.stderr)
+            raise
+        feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s; "
+                        f"kernels: {compiled.summary()}")
+        write_result(record, out, overwrite=args.force)
+        ck.clear(folder)  # the store is complete: its checkpoints are no longer needed
     print(f"wrote {out}")
     return EXIT_OK

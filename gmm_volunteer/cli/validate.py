@@ -39,30 +39,19 @@ def _duration(s: float) -> str:
 def check(config: str, overrides=(), output: str | None = None, force: bool = False) -> list[str]:
     """Check a run as `gmmv run` would before its first step; the lines of the report.
     Raises CommandError (exit 2) naming the file and key of the first problem found."""
-    from gmm_volunteer.io.results import OutputPathError, check_output_path
+    from gmm_volunteer.cli.commands import check_store_output
     from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.events import check_events
-    from gmm_volunteer.model.params import build_params
-    from gmm_volunteer.model.preflight import available_memory, check_run, estimate_memory
+    from gmm_volunteer.model.preflight import available_memory, check_start, estimate_memory
     from gmm_volunteer.model.timing import estimate_seconds
-    from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
 
     try:
         cfg = load_config(config, overrides)
-        bundle = check_run(cfg, str(config))  # the bundle, and whether the run fits in memory
-        params = build_params(cfg, bundle)
-        make_executor(cfg.executor, cfg.executor_options)
-        make_scheduler(cfg.scheduler, cfg.scheduler_options)
-        make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
-        check_events(cfg.events, params.n_users)
-    except (ConfigError, ValueError) as exc:
-        raise CommandError(str(exc) if isinstance(exc, ConfigError) else f"{config}: {exc}") from None
-    out = Path(output) if output else cfg.output_path(config)
-    try:
-        exists = out.exists()
-        out = check_output_path(out, force=force)
-    except OutputPathError as exc:
+        bundle = check_start(cfg, str(config))  # run's own preflight: bundle, memory, policies, events
+    except ConfigError as exc:
         raise CommandError(str(exc)) from None
+    out = Path(output) if output else cfg.output_path(config)
+    out = check_store_output(out, force, "-o" if output else "output.path")  # as `gmmv run` checks it
+    exists = out.exists()
 
     need, avail = estimate_memory(cfg, bundle), available_memory()
     seconds, basis = estimate_seconds(cfg)

@@ -322,13 +322,13 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
     g = Grid(source=path, base=base, base_data=base_data, dims=dims, seeds=seeds,
              output=out, fixed=dict(fixed), per_value=_per_value(data.get("per_value"), grid, fixed, source),
              description=str(data.get("description", "")))
-    from gmm_volunteer.model.preflight import check_run
+    from gmm_volunteer.model.preflight import check_start
 
     try:
-        # Every expanded config is validated now, before any run starts: the config
-        # itself, its policies' options and its consistency with its model bundle.
+        # Every expanded config is validated now, before any run starts, by the preflight
+        # of `gmmv run` (memory aside: the sweep checks it for its workers).
         for r in g.runs():
-            check_run(r.config, f"{g.source} (run {r.name})", memory=False)
+            check_start(r.config, f"{g.source} (run {r.name})", memory=False)
     except ConfigError as exc:
         raise GridError(str(exc)) from None
     return g

@@ -1,11 +1,18 @@
 """Fits that give the same bundle run to run: one thread for the linear algebra.
 
 The ARMA and hazard fits are maximum-likelihood searches on flat surfaces: a multi-
-threaded BLAS sums in an order that depends on thread timing, and those last-bit
+threaded BLAS sums in an order that depends on the number of threads, and those last-bit
 differences move the optimiser to another point (two fits of the same traces differed
 in a selected coefficient by 1 %). With one thread every sum has one order. The
 optimisers' starts are deterministic already (statsmodels' and scipy's own rules, and
-`arma.SEGMENT_ORDER_SEED`), and every collection of names or levels is sorted.
+`arma.SEGMENT_ORDER_SEED`), no limit is one of wall time (iteration counts only:
+`arma.MAXITER`, the Logit's ``maxiter``), and every collection of names or levels is
+sorted.
+
+The environment variables are read by the BLAS libraries when they load, which in `gmmv`
+happens before a command runs (the CLI imports numpy), so `single_threaded` sets the
+thread count of the loaded libraries through threadpoolctl (a dependency after 0.7.0:
+without it the limit silently did nothing, and a fit took the machine's cores).
 """
 
 from __future__ import annotations
@@ -30,12 +37,13 @@ def pin_threads_before_numpy() -> bool:
 
 @contextlib.contextmanager
 def single_threaded():
-    """One BLAS/OpenMP thread inside the block, when threadpoolctl is installed (the
-    libraries are loaded already); without it, only `pin_threads_before_numpy` helps."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
+    """One BLAS/OpenMP thread inside the block, in numpy's and scipy's BLAS (scipy ships
+    its own, which statsmodels' Kalman filter calls). threadpoolctl limits the libraries
+    loaded when the block starts, so the fits' libraries are loaded first."""
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401  (loads scipy's BLAS and LAPACK)
+    import scipy.optimize  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(limits=1):
         yield

@@ -270,6 +270,14 @@ class Bundle(_Strict):
         names = [s.name for s in self.subtask_types]
         if len(set(names)) != len(names):
             raise ValueError("subtask_types: duplicate names")
+        # Request types are an index of the result store (``request_type``): a name twice
+        # would make ``ds.sel(request_type=name)`` return two rows.
+        seen: dict[str, int] = {}
+        for k, task in enumerate(self.task_types):
+            if task.name in seen:
+                raise ValueError(f"task_types.{k}.name: {task.name!r} is the name of task_types."
+                                 f"{seen[task.name]} too; request type names must be unique")
+            seen[task.name] = k
         for k, task in enumerate(self.task_types):
             for p, s in enumerate(task.subtasks):
                 if s not in names:

@@ -3,11 +3,15 @@ last (after ``complete``) and checked when the store is opened: a store whose ch
 folder was deleted or whose bytes changed is refused (exit 2) instead of being read as
 fill values, which zarr gives for missing chunks without complaint.
 
-Stores written before the manifest existed have none and open as before.
+Stores written before the manifest existed have none and open as before. A store that
+says it was written after (store format 4 and up, or gmmv 0.6.1 and later, in the
+attributes of its ``zarr.json``) and has none lost it: it is refused, since its chunks
+can no longer be checked (`MANIFEST_SINCE`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import zlib
 from pathlib import Path
@@ -40,12 +44,42 @@ def write_manifest(store: Path) -> None:
     (store / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
 
 
-def verify_manifest(store: Path) -> None:
+# Every store of these store formats, or written by these gmmv versions, has a manifest.
+MANIFEST_SINCE = {"store_format": 4, "gmmv_version": (0, 6, 1)}
+
+
+def _version(text) -> tuple[int, ...]:
+    parts = []
+    for part in str(text).split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def must_have_manifest(attrs: dict) -> bool:
+    """Whether a store with these root attributes was written with a manifest."""
+    try:
+        fmt = int(attrs.get("store_format", 1))
+    except (TypeError, ValueError):
+        return True  # a store format that is no number: not a store this program wrote as it is
+    return fmt >= MANIFEST_SINCE["store_format"] or _version(attrs.get("gmmv_version", "")) >= MANIFEST_SINCE["gmmv_version"]
+
+
+def verify_manifest(store: Path, attrs: dict | None = None) -> None:
     """Raise `CorruptStoreError` naming the first file of `store` that is missing or
-    differs from the manifest; a store without a manifest passes (older versions)."""
+    differs from the manifest. A store without a manifest passes only when it was
+    written before manifests existed (`must_have_manifest` of its root `attrs`)."""
     store = Path(store)
     path = store / MANIFEST_NAME
     if not path.exists():
+        if attrs is not None and must_have_manifest(attrs):
+            raise CorruptStoreError(
+                f"result store {store}: its manifest {MANIFEST_NAME} is missing, which every store of "
+                f"store format {MANIFEST_SINCE['store_format']} (gmmv "
+                f"{'.'.join(map(str, MANIFEST_SINCE['gmmv_version']))} and later) has; its files cannot be "
+                "checked, so it is not read: re-run it")
         return
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

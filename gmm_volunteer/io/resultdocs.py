@@ -106,13 +106,32 @@ def _span(lines: list[str], i: int) -> tuple[int, int]:
     return start, end
 
 
+def check_root(root: Path) -> None:
+    """Refuse (`ResultFileError`) a root that is not a repository with result files: a
+    check or sync there would find nothing and report the docs current."""
+    if not root.is_dir():
+        raise resultfile.ResultFileError(f"--root {root}: no such directory")
+    if not (root / RESULTS_DIR).is_dir():
+        raise resultfile.ResultFileError(f"--root {root}: has no {RESULTS_DIR} folder (not the repository root)")
+
+
+def _doc_lines(root: Path, doc: str) -> list[str]:
+    try:
+        return (root / doc).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise resultfile.ResultFileError(f"{doc}: cannot be read as UTF-8 text ({exc})") from None
+
+
 def _docs(root: Path) -> list[str]:
     return sorted({*RESULT_DOCS, "README.md", *(str(p.relative_to(root)) for p in (root / "docs").glob("*.md"))})
 
 
 def load_allow_list(root: Path) -> list[dict]:
     path = root / ALLOW_LIST
-    entries = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise resultfile.ResultFileError(f"{path}: cannot be read ({exc})") from None
     for e in entries or []:
         if not (isinstance(e, dict) and {"doc", "header", "why"} <= set(e)):
             raise resultfile.ResultFileError(f"{path}: every entry needs doc, header and why")
@@ -122,6 +141,7 @@ def load_allow_list(root: Path) -> list[dict]:
 def check(root: str | Path) -> list[str]:
     """Every problem with the committed results and the docs that include them."""
     root = Path(root)
+    check_root(root)
     problems: list[str] = []
     cache: dict = {}
     digests: dict = {}
@@ -142,7 +162,11 @@ def check(root: str | Path) -> list[str]:
             if doc in RESULT_DOCS:  # renamed or gone: the check must not pass by finding nothing
                 problems.append(f"{doc}: not found; the check reads its tables")
             continue
-        lines = (root / doc).read_text(encoding="utf-8").splitlines()
+        try:
+            lines = _doc_lines(root, doc)
+        except resultfile.ResultFileError as exc:
+            problems.append(str(exc))
+            continue
         covered = set()
         for i, rel, block in _blocks(root, lines, problems, cache):
             included.add(rel)
@@ -174,11 +198,16 @@ def sync(root: str | Path) -> list[str]:
     """Rewrite every included block from its result file (the marker's table, and the
     stale note when the file is stale); returns the docs changed."""
     root = Path(root)
+    check_root(root)
     new_texts, problems, cache = {}, [], {}
     for doc in _docs(root):
         if not (root / doc).is_file():
             continue
-        lines = (root / doc).read_text(encoding="utf-8").splitlines()
+        try:
+            lines = _doc_lines(root, doc)
+        except resultfile.ResultFileError as exc:
+            problems.append(str(exc))
+            continue
         out, pos = [], 0
         for i, rel, block in _blocks(root, lines, problems, cache):
             if block is None:

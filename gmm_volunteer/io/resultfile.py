@@ -104,7 +104,7 @@ def parse(text: str, source: str | Path = "<result>") -> Result:
 def read(path: str | Path) -> Result:
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ResultFileError(f"{path}: cannot read: {exc}") from None
     return parse(text, path)
 

@@ -566,7 +566,7 @@ def open_result(path, chunks=None) -> xr.Dataset:
             "so its run was interrupted or is still being written; re-run it"
         )
     try:
-        verify_manifest(path)
+        verify_manifest(path, store_attrs(path) or {})
     except CorruptStoreError as exc:
         raise DamagedResultError(str(exc)) from None
     # Default: dask chunks = the stored zarr chunks ("auto" cannot size string coords).

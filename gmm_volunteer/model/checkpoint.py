@@ -20,7 +20,8 @@ Layout, beside the result store ``OUT``:
     OUT.checkpoint/
         step-000000010000/      one complete checkpoint (only the newest is kept)
             checkpoint.json     written last: versions, config, bundle digest, step,
-                                wall time, and the SHA-256 of every other file's content
+                                wall time, the size and SHA-256 of every other file,
+                                and the SHA-256 of all that (``sha256``)
             objects.pkl         the pickled attributes
             state-<field>.npy   state arrays by field name; array-<k>.npy other arrays
 
@@ -31,12 +32,28 @@ not match its digest, or when it was made by another checkpoint format, another 
 or trajectory version (`gmm_volunteer.trajectory`), another config or another model
 bundle: resuming it would not continue the same trajectory.
 
+``checkpoint.json`` carries ``sha256``, the digest of the rest of it (config, step,
+steps, and every other file's digest), so that one digest covers config, state and
+objects; it is checked before anything is unpickled. The config a resumed run uses is
+the one the state was made from: an edited config (``steps``, ``users.count``,
+``capacity``, ``seed``) is refused, not resumed into a store that claims the new values
+over the old trajectory. The digest detects edits and damage, not a forgery: whoever
+can rewrite the folder can recompute it.
+
 Unpickling runs code named in the pickle: resume only checkpoints this program wrote.
+With plugins refused (``gmmv --no-plugins``, ``GMMV_NO_PLUGINS=1``), the pickle may only
+name this package's model and policy classes, NumPy's arrays and random generators and
+plain builtins (`_SAFE`); anything else is refused before it is called.
+
+While a run continues from (or writes) the checkpoints of a folder it holds an
+exclusive lock on that folder (`Hold`): a second resume of the same checkpoint is
+refused instead of writing the same store at the same time.
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import hashlib
 import io
 import json
@@ -49,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 FORMAT = "gmmv-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: checkpoint.json carries the digest of itself ("sha256")
 SUFFIX = ".checkpoint"
 MANIFEST = "checkpoint.json"
 OBJECTS = "objects.pkl"
@@ -66,6 +83,14 @@ _FILE = re.compile(r"^(checkpoint\.json|objects\.pkl|(state|array)-[A-Za-z0-9_]+
 class CheckpointError(ValueError):
     """A checkpoint cannot be resumed: damaged, incomplete, or made by another version,
     config or model bundle. The message names the checkpoint and the reason."""
+
+
+def seal(man: dict) -> str:
+    """The digest of a checkpoint manifest: SHA-256 of its canonical JSON without
+    ``sha256`` (so it covers the config, the step counts and every file's digest)."""
+    rest = {k: v for k, v in man.items() if k != "sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def checkpoint_dir(store) -> Path:
@@ -119,7 +144,9 @@ class _Writer:
             np.lib.format.write_array(f, arr, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
-        self.files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "sha256": _digest(arr)}
+            size = f.tell()
+        self.files[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "sha256": _digest(arr),
+                            "bytes": size}
         self._done[id(arr)] = (name, arr)
         return name
 
@@ -167,7 +194,7 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
             _Pickler(hashing, writer).dump(saved_attributes(sim))
             f.flush()
             os.fsync(f.fileno())
-        writer.files[OBJECTS] = {"sha256": hashing.hexdigest()}
+        writer.files[OBJECTS] = {"sha256": hashing.hexdigest(), "bytes": (tmp / OBJECTS).stat().st_size}
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -183,6 +210,7 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
             "config": sim.cfg.to_yaml(),
             "files": writer.files,
         }
+        manifest["sha256"] = seal(manifest)
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=1)
             f.flush()
@@ -278,6 +306,40 @@ def _pid_alive(pid: int) -> bool:
     return alive(pid)
 
 
+class Hold:
+    """An exclusive lock on the checkpoint folder `folder` (created if missing, and
+    removed again on release if it is then empty), taken at construction, for as long as
+    a run writes or resumes its checkpoints: `CheckpointError` at once when another
+    process holds it. The lock (flock on the folder itself) ends with the process, so a
+    killed run leaves none. Use as ``with Hold(folder): ...``."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError as exc:
+            raise CheckpointError(f"{self.folder}: cannot be used as a checkpoint folder "
+                                  f"({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise CheckpointError(
+                f"{self.folder}: another gmmv process is running from these checkpoints now (a "
+                "resume or a run of the same store); wait for it to end") from None
+
+    def __enter__(self) -> Path:
+        return self.folder
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.folder.rmdir()  # only when empty: a run ended before its first checkpoint
+        except OSError:
+            pass
+        os.close(self.fd)
+
+
 def checkpoints(folder) -> list[Path]:
     """The complete checkpoints (``step-<t>`` directories) in `folder`, oldest first."""
     return [e for e in _entries(Path(folder)) if _STEP.match(e.name) and e.is_dir()]
@@ -293,10 +355,10 @@ def foreign_entries(folder) -> list[Path]:
     return out
 
 
-def clear(folder) -> None:
+def clear(folder, keep: bool = False) -> None:
     """Remove the checkpoints in `folder` (and unfinished ones whose writer is gone),
-    then `folder` itself if nothing else is in it. What this program did not write is
-    left alone."""
+    then `folder` itself if nothing else is in it (not with `keep`: a folder `Hold`
+    locks stays). What this program did not write is left alone."""
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
         return
@@ -304,6 +366,8 @@ def clear(folder) -> None:
         m = _TMP.match(e.name)
         if _STEP.match(e.name) or (m and (int(m["pid"]) == os.getpid() or not _pid_alive(int(m["pid"])))):
             _remove_checkpoint(e)
+    if keep:
+        return
     try:
         folder.rmdir()
     except OSError:
@@ -322,7 +386,12 @@ def find(path) -> Path:
     """The checkpoint `path` names: a ``step-<t>`` directory, or the newest one in a
     checkpoint folder. Raises `CheckpointError`."""
     path = Path(path)
-    if not path.exists():
+    try:
+        path.resolve()
+        exists = path.exists()
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a loop of links
+        raise CheckpointError(f"{path}: cannot be used ({exc})") from None
+    if not exists:
         raise CheckpointError(f"{path}: no such checkpoint or checkpoint folder")
     if not path.is_dir():
         raise CheckpointError(f"{path}: not a checkpoint (a checkpoint is a directory)")
@@ -332,7 +401,7 @@ def find(path) -> Path:
     if not found:
         unfinished = [e.name for e in _entries(path) if _TMP.match(e.name)]
         hint = f" (only unfinished ones: {', '.join(unfinished)})" if unfinished else ""
-        if not unfinished and checkpoint_dir(path).is_dir():  # the store's path was given
+        if not unfinished and path.name and checkpoint_dir(path).is_dir():  # the store's path was given
             hint = f"; the checkpoints of the store {path.name} are in {checkpoint_dir(path)}"
         raise CheckpointError(f"{path}: holds no complete checkpoint{hint}")
     return found[-1]
@@ -358,6 +427,15 @@ def read_manifest(path) -> dict:
     if man.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: checkpoint format {man.get('format_version')!r}; this gmmv "
                               f"reads format {FORMAT_VERSION}")
+    try:
+        sealed = isinstance(man.get("sha256"), str) and man["sha256"] == seal(man)
+    except (TypeError, ValueError):  # values JSON cannot write back (NaN, huge numbers)
+        sealed = False
+    if not sealed:
+        raise CheckpointError(
+            f"{path / MANIFEST}: its content does not match its digest (sha256): it was edited or "
+            "damaged. A checkpoint continues the run it was made from; to change the config "
+            "(steps, users, capacity, seed, ...), run it from the start")
     made = (man.get("gmmv_version"), man.get("trajectory_version"))
     if made != (__version__, TRAJECTORY_VERSION):
         raise CheckpointError(
@@ -369,6 +447,21 @@ def read_manifest(path) -> dict:
             raise CheckpointError(f"{path / MANIFEST}: {key}: missing or not a {kind.__name__}: the checkpoint is damaged")
     if OBJECTS not in man["files"]:
         raise CheckpointError(f"{path / MANIFEST}: files: lists no {OBJECTS}: the checkpoint is damaged")
+    if not 0 < man["step"] < man["steps"]:
+        raise CheckpointError(f"{path / MANIFEST}: step {man['step']} is not within the run's "
+                              f"{man['steps']} steps: the checkpoint is damaged")
+    for name, meta in man["files"].items():
+        if not (isinstance(name, str) and _FILE.match(name) and name != MANIFEST and isinstance(meta, dict)):
+            raise CheckpointError(f"{path / MANIFEST}: files: {name!r} is not a file a checkpoint holds")
+        try:
+            size = (path / name).stat().st_size if (path / name).is_file() else None
+        except OSError:
+            size = None
+        if size is None:
+            raise CheckpointError(f"{path / name}: missing: the checkpoint is damaged")
+        if size != meta.get("bytes"):  # e.g. bytes appended, which reading the array would skip
+            raise CheckpointError(f"{path / name}: {size} bytes where {meta.get('bytes')!r} were written: "
+                                  "the checkpoint is damaged")
     return man
 
 
@@ -439,13 +532,55 @@ class _Reader:
         return arr
 
 
+# What a checkpoint's pickle may name when plugins are refused: NumPy's arrays, dtypes
+# and random generators, plain builtins, and classes of the package's model and policies
+# (`_OWN`; classes only: a function of the package called with the pickle's arguments
+# could write or remove files).
+_SAFE = {
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar"),
+    ("numpy.random._pickle", "__generator_ctor"), ("numpy.random._pickle", "__bit_generator_ctor"),
+    ("numpy.random._pickle", "__randomstate_ctor"),
+    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
+    ("numpy.random.bit_generator", "SeedSequence"),
+    ("numpy.random._pcg64", "PCG64"), ("numpy.random._pcg64", "PCG64DXSM"),
+    ("numpy.random._philox", "Philox"), ("numpy.random._sfc64", "SFC64"),
+    ("numpy.random._mt19937", "MT19937"),
+    ("copyreg", "_reconstructor"), ("collections", "OrderedDict"), ("collections", "deque"),
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"), ("builtins", "complex"),
+    ("builtins", "range"), ("builtins", "bytearray"), ("builtins", "object"),
+}
+_OWN = ("gmm_volunteer.model.", "gmm_volunteer.policies.")
+
+
+class _Refused(CheckpointError):
+    """A global the restricted unpickler does not hand out (the message lacks the path)."""
+
+
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, f, reader: _Reader):
+    def __init__(self, f, reader: _Reader, restricted: bool = False):
         super().__init__(f)
         self.reader = reader
+        self.restricted = restricted
 
     def persistent_load(self, pid):
         return self.reader.array(pid)
+
+    def find_class(self, module, name):
+        if not self.restricted or (module, name) in _SAFE:
+            return super().find_class(module, name)
+        if module.startswith(_OWN):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        from gmm_volunteer.policies.registry import NO_PLUGINS_ENV
+
+        raise _Refused(
+            f"names {module}.{name}, which is not a class of this package's model or policies: "
+            f"refused with plugins refused (--no-plugins or {NO_PLUGINS_ENV}); resume it without "
+            "them only if you trust where it comes from")
 
 
 def load_attributes(path, man: dict) -> dict:
@@ -460,8 +595,12 @@ def load_attributes(path, man: dict) -> dict:
         raise CheckpointError(f"{where}: unreadable ({exc})") from None
     if hashlib.sha256(raw).hexdigest() != man["files"][OBJECTS].get("sha256"):
         raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is damaged")
+    from gmm_volunteer.policies.registry import plugins_refused
+
     try:
-        attrs = _Unpickler(io.BytesIO(raw), _Reader(path, man["files"])).load()
+        attrs = _Unpickler(io.BytesIO(raw), _Reader(path, man["files"]), restricted=plugins_refused()).load()
+    except _Refused as exc:
+        raise CheckpointError(f"{where}: {exc}") from None
     except CheckpointError:
         raise
     except Exception as exc:  # a class that no longer exists, a changed layout
@@ -469,6 +608,21 @@ def load_attributes(path, man: dict) -> dict:
     if not isinstance(attrs, dict) or attrs.get("t") != man["step"]:
         raise CheckpointError(f"{where}: does not hold the simulation at step {man['step']}: the checkpoint is damaged")
     return attrs
+
+
+def _check_sizes(path: Path, attrs: dict, cfg) -> None:
+    """The state must be sized for the config's users and steps: the kernels index it by
+    them (a state of fewer steps than the config says corrupts memory). A second line
+    behind the manifest's digest, for a manifest rewritten with a digest to match."""
+    arrays = attrs.get("arrays")
+    sizes = {"online": ("users.count", int(cfg.users.count) + 1),  # node 0 is the server
+             "ser_online": ("steps", int(cfg.steps))}
+    for field, (key, n) in sizes.items():
+        arr = getattr(arrays, field, None)
+        if not isinstance(arr, np.ndarray) or arr.ndim < 1 or arr.shape[0] != n:
+            got = "missing" if not isinstance(arr, np.ndarray) or arr.ndim < 1 else f"of length {arr.shape[0]}"
+            raise CheckpointError(f"{path}: its state's {field} is {got}, not sized for the config's {key} "
+                                  f"({n}): the checkpoint's config is not the one its state was made from")
 
 
 def restore(path, cfg=None):
@@ -486,6 +640,9 @@ def restore(path, cfg=None):
         cfg = config_of(path, man)
     else:
         check_config(path, man, cfg)
+    if int(cfg.steps) != man["steps"]:  # the state's arrays are sized for the run's steps
+        raise CheckpointError(f"{path}: made for a run of {man['steps']} steps, its config says {cfg.steps}: "
+                              "the checkpoint is damaged")
     try:
         bundle = load_bundle(cfg.model)
     except (BundleError, OSError) as exc:
@@ -494,6 +651,7 @@ def restore(path, cfg=None):
         raise CheckpointError(f"{path}: made with another model bundle than the one now at {cfg.model} "
                               "(its content changed): resuming would mix two models")
     attrs = load_attributes(path, man)
+    _check_sizes(path, attrs, cfg)
     sim = Simulation.__new__(Simulation)
     sim._build_model(cfg, bundle)
     vars(sim).update(attrs)

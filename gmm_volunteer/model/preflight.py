@@ -7,6 +7,12 @@ before a run (or a sweep) starts so that it fails at once with exit 2, not mid-r
   the memory available now is refused with both figures.
 
 Every problem raises `config.ConfigError` naming the config file and the key.
+
+`check_start` is the one preflight of every command that starts a run (`gmmv run`,
+`validate`, `sweep`, `testbed`, `run --resume`): `check_run`, then the kernels'
+parameters, the policies' construction (a plugin whose ``__init__`` raises is a
+`PolicyError`, exit 2) and the scripted events against the run's size. It creates
+nothing, so a command calls it before any output, checkpoint, process or cgroup.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 
 from gmm_volunteer.model.config import ConfigError
 
-__all__ = ["check_run", "estimate_memory", "available_memory", "bundle_for"]
+__all__ = ["check_start", "check_run", "estimate_memory", "available_memory", "bundle_for"]
 
 _BUNDLES: dict[tuple, object] = {}
 
@@ -160,4 +166,33 @@ def check_run(cfg, source: str, *, bundle=None, memory: bool = True, available: 
                     f"{source}: users.count: a run of {cfg.users.count:,} users over "
                     f"{cfg.steps:,} steps needs about {_gb(need)} of memory, but only "
                     f"{_gb(avail)} are available; use fewer users or steps")
+    return bundle
+
+
+def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available: int | None = None):
+    """Everything a run of `cfg` needs before its first step (the module's list); return
+    the bundle. Raises `ConfigError` (a bad value, naming `source` and the key) or
+    `PolicyError` (a plugin that fails to construct)."""
+    from gmm_volunteer.model.events import check_events
+    from gmm_volunteer.model.params import build_params
+    from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
+    from gmm_volunteer.policies.guard import PolicyError, guard
+
+    bundle = check_run(cfg, source, bundle=bundle, memory=memory, available=available)
+    try:
+        params = build_params(cfg, bundle)
+        check_events(cfg.events, params.n_users)
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{source}: {exc}") from None
+    for kind, make in (("executor", make_executor), ("scheduler", make_scheduler),
+                       ("autoscaler", make_autoscaler)):
+        try:
+            with guard([(kind, getattr(cfg, kind))], "__init__"):  # a plugin's failure: PolicyError
+                make(getattr(cfg, kind), getattr(cfg, f"{kind}_options"))
+        except (ConfigError, PolicyError):
+            raise
+        except ValueError as exc:  # a built-in policy refusing its options
+            raise ConfigError(f"{source}: {exc}") from None
     return bundle

@@ -187,6 +187,12 @@ def _check_is_policy(kind: str, name: str, obj: Any) -> None:
     missing = [h for h in obj._HOOKS if not hasattr(getattr(obj, h, None), "py_func")]
     if missing:
         raise UnknownPolicyError(f"{kind} {name!r}: hook(s) {', '.join(missing)} missing or not @njit functions")
+    from pydantic import BaseModel
+
+    options = getattr(obj, "Options", BaseModel)
+    if not (isinstance(options, type) and issubclass(options, BaseModel)):  # options are validated by it
+        raise UnknownPolicyError(f"{kind} {name!r}: its Options ({options!r}) is not a pydantic model "
+                                 "(a subclass of pydantic.BaseModel)")
 
 
 def policy_class(kind: str, name: str) -> type | None:

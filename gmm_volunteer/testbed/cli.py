@@ -14,10 +14,12 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_OK
     from gmm_volunteer.io.results import write_result
     from gmm_volunteer.model.config import ConfigError
-    from gmm_volunteer.testbed.config import load_testbed
+    from gmm_volunteer.testbed.config import check_before_start, load_testbed
 
     try:
         cfg, tb = load_testbed(args.config, args.set or ())
+        # Bad input is exit 2 before any cgroup, namespace, link or process exists.
+        check_before_start(cfg, tb, str(args.config))
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     out = prepare_store_output(args, cfg, "testbed")

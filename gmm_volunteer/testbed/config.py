@@ -10,6 +10,7 @@ and uniform rules (paper 2.3) have a live implementation.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -38,6 +39,73 @@ def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunCo
     tb = validate_testbed_section({**section, **section_overrides}, source)
     check_live(cfg, source)
     return cfg, tb
+
+
+def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
+    """Everything checked before a testbed creates anything (a cgroup, a namespace, a
+    link, a process, its workdir): the preflight of `gmmv run` (`preflight.check_start`:
+    the bundle and its agreement with the config, e.g. one type probability per request
+    type; the values the kernels get; the policies) and the limits this machine's kernel
+    can enforce (`check_limits`), and a workdir it can write. Raises ConfigError or
+    PolicyError (exit 2), whether or not this process could create cgroups."""
+    from gmm_volunteer.model.preflight import check_start
+
+    check_start(cfg, source, memory=False)  # the testbed holds no simulated state
+    check_limits(cfg, source)
+    if tb.workdir is not None:
+        from gmm_volunteer.cli.errors import CommandError
+        from gmm_volunteer.cli.outputs import check_output_target
+
+        try:
+            check_output_target(tb.workdir, "testbed.workdir")
+        except CommandError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        if Path(tb.workdir).exists() and not Path(tb.workdir).is_dir():
+            raise ConfigError(f"{source}: testbed.workdir: {tb.workdir} exists and is not a directory")
+
+
+# What the kernel can enforce per node: a CFS quota of at least 1 ms per 100 ms period
+# (isolation.CFS_PERIOD_US) and at most this machine's cores; a memory limit within its
+# memory; tc rates of 8 kbit/s to 100 Gbit/s. Outside, a limit would be clamped (the run
+# would not be the config's) or the kernel would refuse it mid-start.
+MIN_CPU_PERCENT = 1.0
+MIN_MBIT, MAX_MBIT = 0.008, 100_000.0
+
+
+def _machine() -> tuple[float, float | None]:
+    """(CPU % of all cores, memory in MB) of this machine."""
+    cpu = 100.0 * (os.cpu_count() or 1)
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return cpu, memory
+
+
+def check_limits(cfg: RunConfig, source: str) -> None:
+    """Refuse node limits this machine cannot enforce as cgroup and tc limits."""
+    from gmm_volunteer.model.constants import RESOURCES
+
+    base = cfg.base_profile.as_array()
+    nodes = {"server (server.max_allocation, or base_profile x server.capacity)": cfg.server.maximum(base),
+             "a volunteer (base_profile x users.capacity)": base * cfg.users.capacity}
+    cpu_max, memory_max = _machine()
+    problems = []
+    for who, limits in nodes.items():
+        values = dict(zip(RESOURCES, (float(x) for x in limits)))
+        cpu = values["cpu"]
+        if not MIN_CPU_PERCENT <= cpu <= cpu_max:
+            problems.append(f"{who}: cpu {cpu:g} %: a CPU quota must be within {MIN_CPU_PERCENT:g} % "
+                            f"and this machine's {cpu_max:g} % ({cpu_max / 100:g} cores)")
+        if memory_max is not None and not 1.0 <= values["memory"] <= memory_max:
+            problems.append(f"{who}: memory {values['memory']:g} MB: a memory limit must be within 1 MB "
+                            f"and this machine's {memory_max:,.0f} MB")
+        for band in ("band_in", "band_out"):
+            if who.startswith("a volunteer") and not MIN_MBIT <= values[band] <= MAX_MBIT:
+                problems.append(f"{who}: {band} {values[band]:g} Mbit/s: a link's rate must be within "
+                                f"{MIN_MBIT:g} and {MAX_MBIT:g} Mbit/s")
+    if problems:
+        raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
 
 
 def check_live(cfg: RunConfig, source: str) -> None:

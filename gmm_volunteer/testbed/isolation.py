@@ -55,13 +55,23 @@ class Cgroup:
     """A CPU quota (%, 100 = one core) and a memory limit (bytes) for a set of processes."""
 
     def __init__(self, version: str, name: str, cpu_percent: float, memory_bytes: int):
+        """Names only: nothing exists until `create`, so that its removal can be
+        registered first (`Resources.cgroup`)."""
         self.version, self.name = version, name
         self.cpu_percent, self.memory_bytes = float(cpu_percent), int(memory_bytes)
-        quota = max(1000, int(round(CFS_PERIOD_US * self.cpu_percent / 100.0)))
         if version == "v1":
             self.dirs = {c: CGROUP_ROOT / c / name for c in ("cpu", "cpuacct", "memory")}
+        else:
+            d = _v2_root() / name
+            self.dirs = {"cpu": d, "cpuacct": d, "memory": d}
+        self.made: list[Path] = []  # the directories this object created (only they are removed)
+
+    def create(self) -> "Cgroup":
+        quota = max(1000, int(round(CFS_PERIOD_US * self.cpu_percent / 100.0)))
+        if self.version == "v1":
             for d in self.dirs.values():
                 d.mkdir()
+                self.made.append(d)
             (self.dirs["cpu"] / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
             (self.dirs["cpu"] / "cpu.cfs_quota_us").write_text(str(quota))
             (self.dirs["memory"] / "memory.limit_in_bytes").write_text(str(self.memory_bytes))
@@ -70,12 +80,13 @@ class Cgroup:
             sub = (root / "cgroup.subtree_control")
             if not {"cpu", "memory"} <= set(sub.read_text().split()):
                 sub.write_text("+cpu +memory")
-            d = root / name
+            d = self.dirs["cpu"]
             d.mkdir()
-            self.dirs = {"cpu": d, "cpuacct": d, "memory": d}
+            self.made.append(d)
             (d / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
             (d / "memory.max").write_text(str(self.memory_bytes))
             (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
+        return self
 
     def join(self, pid: int) -> None:
         for d in set(self.dirs.values()):
@@ -146,8 +157,10 @@ class Cgroup:
             time.sleep(0.05)
 
     def remove(self) -> None:
+        if not self.made:
+            return
         self.kill_all()
-        for d in set(self.dirs.values()):
+        for d in reversed(self.made):
             for _ in range(50):
                 try:
                     d.rmdir()
@@ -210,7 +223,11 @@ class Link:
         base = 4 * (i & 63)
         net = f"{subnet}.{i >> 6}"
         self.host, self.addr = f"{net}.{base + 1}", f"{net}.{base + 2}"
-        self.created: list[str] = []
+        self.band_in, self.band_out, self.delay_ms = band_in, band_out, delay_ms
+        self.created: list[str] = []  # what exists so far: only that is removed
+
+    def create(self) -> "Link":
+        band_in, band_out, delay_ms = self.band_in, self.band_out, self.delay_ms
         _sh("ip", "netns", "add", self.ns)
         self.created.append("ns")
         _sh("ip", "link", "add", self.outer, "type", "veth", "peer", "name", self.inner)
@@ -223,6 +240,7 @@ class Link:
         _sh("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
         _shaping(self.outer, band_in, delay_ms)
         _shaping(self.inner, band_out, delay_ms, self.ns)
+        return self
 
     def bytes_to_volunteer(self) -> int:
         return int(Path(f"/sys/class/net/{self.outer}/statistics/tx_bytes").read_text())
@@ -284,19 +302,13 @@ class Resources:
 
     def cgroup(self, version: str, name: str, cpu_percent: float, memory_bytes: int) -> Cgroup:
         cg = Cgroup(version, f"{self.prefix}{name}", cpu_percent, memory_bytes)
-        self._undo.append(cg.remove)
-        return cg
+        self._undo.append(cg.remove)  # before it exists: a failure half-way is undone too
+        return cg.create()
 
     def link(self, i: int, subnet: str, band_in: float, band_out: float, delay_ms: float) -> Link:
-        try:
-            link = Link(self.prefix, i, subnet, band_in, band_out, delay_ms)
-        except IsolationError:
-            # the half-made link: remove what exists of it under our names
-            subprocess.run(["ip", "link", "del", f"gt{self.prefix.removeprefix('gmmvtb')}h{i}"], capture_output=True)
-            subprocess.run(["ip", "netns", "del", f"{self.prefix}n{i}"], capture_output=True)
-            raise
-        self._undo.append(link.remove)
-        return link
+        link = Link(self.prefix, i, subnet, band_in, band_out, delay_ms)
+        self._undo.append(link.remove)  # before it exists: a half-made link is undone too
+        return link.create()
 
     def process(self, proc: subprocess.Popen) -> subprocess.Popen:
         def stop(p=proc):

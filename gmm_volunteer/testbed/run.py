@@ -83,18 +83,20 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
     entropy = int(cfg.seed) if cfg.seed is not None else int(np.random.SeedSequence().entropy)
     n = cfg.users.count
     temporary = tb.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix=f"gmmv-testbed-{os.getpid()}-")) if temporary else Path(tb.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    for stale in ("start.json", "server.json", "server.up"):
-        (workdir / stale).unlink(missing_ok=True)
     spec = _spec(cfg, tb, entropy, server_max, user_max)
-    (workdir / "spec.json").write_text(json.dumps(spec))
     res = Resources(f"gmmvtb{os.getpid()}")
-    # Ctrl-C, kill and a closed terminal all end in the finally below
+    # Ctrl-C, kill and a closed terminal all end in the finally below, which undoes
+    # whatever was made: every resource is registered with `res` before it is created.
     signals = interrupts_end_in_finally()
     signals.__enter__()
     wall0 = time.time()
+    workdir = None
     try:
+        workdir = Path(tempfile.mkdtemp(prefix=f"gmmv-testbed-{os.getpid()}-")) if temporary else Path(tb.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        for stale in ("start.json", "server.json", "server.up"):
+            (workdir / stale).unlink(missing_ok=True)
+        (workdir / "spec.json").write_text(json.dumps(spec))
         cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
         cgs = [res.cgroup(version, f"u{v}", user_max[CPU], int(user_max[MEMORY] * MB)) for v in range(1, n + 1)]
         subnet = free_subnet(tb.subnet)
@@ -151,7 +153,7 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
     finally:
         res.close()
         signals.__exit__(None, None, None)
-        if temporary:
+        if temporary and workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     return _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, time.time() - wall0,
                    server_max)
