@@ -58,6 +58,27 @@ class _Parser(argparse.ArgumentParser):
                         f"(choose from {choices})")
         super()._check_value(action, value)
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with a close option name suggested for an unknown option
+        (``gmmv run --sett`` -> did you mean '--set'?), in the subcommand's usage."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from gmm_volunteer.model.suggest import did_you_mean
+
+            parser = self._subcommand_parser(parsed)
+            options = [o for a in parser._actions for o in a.option_strings]
+            hints = [f"{e.split('=')[0]}{did_you_mean(e.split('=')[0], options, prefix=': ')}"
+                     for e in extras if e.startswith("-") and did_you_mean(e.split("=")[0], options)]
+            parser.error(f"unrecognized arguments: {' '.join(extras)}"
+                         + (f" ({'; '.join(hints)})" if hints else ""))
+        return parsed
+
+    def _subcommand_parser(self, parsed) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, action.dest, None), self)
+        return self
+
 
 def load_checked_config(config, overrides, workers: int | None):
     """The run config with its overrides, checked before anything runs (preflight: bundle
