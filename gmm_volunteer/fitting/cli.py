@@ -85,7 +85,7 @@ def _stage_logger(feedback):
         state["shown"] = now
         elapsed = now - state["t"]
         left = elapsed / done * (total - done) if done else float("nan")
-        feedback.info(f"gmmv fit:   {done} of {total} ARMA fits, {elapsed:.0f} s"
+        feedback.info(f"gmmv fit:   {done} of {total} ARMA candidates (fitted or ruled out), {elapsed:.0f} s"
                       + (f", about {left:.0f} s left" if done < total else ""))
 
     log.progress = progress
