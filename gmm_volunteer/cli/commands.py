@@ -170,7 +170,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.io.results import write_result
 
-    feedback.announce_compile(feedback.run_dispatchers(cfg))  # the step kernels and this pair's runner
+    from gmm_volunteer.cli.compile import compile_stage
+
+    compile_stage(cfg, show=not args.quiet)  # a stage with its own bar, before the run's
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     with CompileLog().listening() as compiled:  # -v reports what the run had to compile
