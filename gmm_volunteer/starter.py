@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Paths relative to the repository root; a folder stands for every file under it.
+# Paths relative to the repository root; a folder stands for every file under it, a
+# pattern with * for the files it matches.
 STARTER = (
     "configs/quickstart.yaml",      # one simulated hour, 1,000 users (README, "Quickstart")
     "configs/grid_small.yaml",      # the reduced sweep and its report (docs/experiments.md)
@@ -22,9 +23,7 @@ STARTER = (
     "traces/subtasks",
     "traces/downloads",
     "README.md",
-    "docs/api.md", "docs/experiments.md", "docs/fitting.md", "docs/formats.md",
-    "docs/model.md", "docs/optimisation.md", "docs/policies.md", "docs/routing.md",
-    "docs/usage.md", "docs/validation.md",
+    "docs/*.md",                    # the pages (their figures stay in the repository)
 )
 PACKAGE_DIR = "starter"  # inside the installed package: gmm_volunteer/starter/
 
@@ -35,7 +34,9 @@ def starter_files(root: Path) -> list[str]:
     out = []
     for entry in STARTER:
         path = root / entry
-        if path.is_dir():
+        if "*" in entry:
+            out += [p.relative_to(root).as_posix() for p in root.glob(entry) if p.is_file()]
+        elif path.is_dir():
             out += [p.relative_to(root).as_posix() for p in path.rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts and ".partial" not in p.parts]
         elif path.is_file():

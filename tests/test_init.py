@@ -61,3 +61,8 @@ def test_init_into_a_file_is_an_input_error(tmp_path, capsys):
     assert main(["init", str(target)]) == 2
     assert "not a directory" in capsys.readouterr().err
     assert target.read_text() == "x"
+
+
+def test_every_page_of_the_docs_is_a_starter_file():
+    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+    assert pages <= set(starter_files(ROOT)), sorted(pages - set(starter_files(ROOT)))
