@@ -19,6 +19,8 @@ from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 from helpers import fake_simulate, write_tiny_grid
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# the sweeps here have 2 seeds to stay cheap: the report's warning about them is expected
+pytestmark = pytest.mark.filterwarnings("ignore:bootstrap interval over 2 seeds")
 
 
 @pytest.fixture(scope="module")
