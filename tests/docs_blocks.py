@@ -86,7 +86,7 @@ def shell_script(text: str) -> str:
                "gmmv() {\n  local extra=()\n  case \"${1:-}\" in\n" + cases +
                "    *) echo \"docs test: gmmv ${1:-}: no reduced size known (tests/docs_blocks.py REDUCE)\" >&2;"
                " return 99;;\n  esac\n  local code=0\n  command gmmv \"$@\" \"${extra[@]}\" || code=$?\n"
-               # capacity: exit 1 is an answer (targets not met at --hi), which the
-               # reduced size may well give; only errors (2) and failures count
-               "  if [ \"${1:-}\" = capacity ] && [ $code -eq 1 ]; then code=0; fi\n  return $code\n}\n")
+               # capacity: exit 3 is an answer (targets not met at --hi), which the
+               # reduced size may well give; only errors (2) and failures (1) count
+               "  if [ \"${1:-}\" = capacity ] && [ $code -eq 3 ]; then code=0; fi\n  return $code\n}\n")
     return prelude + text.replace(".venv/bin/", "")

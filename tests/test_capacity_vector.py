@@ -108,14 +108,24 @@ def test_infeasible_top_and_budget():
 def test_frontier_over_two_resources_follows_a_known_curve():
     # Feasible iff cpu * memory >= 20: the smallest memory at cpu = x is 20 / x.
     ev = oracle(lambda m: m[CPU] * m[MEMORY] >= 20)
-    grid, minima, path = frontier(ev, np.ones(5), ["cpu", "memory"], lo=1, hi=50, tol=TOL, points=5,
-                                  max_evaluations=200)
+    grid, minima, path, searched = frontier(ev, np.ones(5), ["cpu", "memory"], lo=1, hi=50, tol=TOL, points=5,
+                                            max_evaluations=200)
+    assert searched.all()
     for x, y in zip(grid, minima):
         want = max(1.0, 20 / x)
         if want > 50:
             assert np.isnan(y)
         else:
             assert want <= y <= want * (1 + TOL) + 1e-9, (x, y, want)
+
+
+def test_a_frontier_cut_short_by_its_budget_says_which_points_it_did_not_search():
+    ev = oracle(lambda m: m[CPU] * m[MEMORY] >= 20)
+    grid, minima, path, searched = frontier(ev, np.ones(5), ["cpu", "memory"], lo=1, hi=50, tol=TOL, points=5,
+                                            max_evaluations=8)
+    assert len(path) == 8
+    assert searched[-1] and not searched[0]  # searched from the top down, the bottom not reached
+    assert np.isnan(minima[~searched]).all() and np.isfinite(minima[searched]).all()
 
 
 def test_target_and_resource_parsing():

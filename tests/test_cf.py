@@ -1,7 +1,9 @@
 """Stores as CF 1.11 describes them (docs/formats.md section 2.1): cf-xarray finds the
 time axis, the flags and the standard names; every unit is one UDUNITS-2 reads; the IOOS
-compliance checker finds no error; and stores of formats 2 (0.4.0-0.6.0) and 3 (0.6.0)
-open with the look of format 4."""
+compliance checker finds no error; on disk (format 5) every numeric data variable of a
+run store and of a combined store has its own CF units, the per-resource ones split per
+resource; and stores of formats 2 (0.4.0-0.6.0), 3 (0.6.0) and 4 (0.7.0) open with the
+look of format 5."""
 
 from __future__ import annotations
 
@@ -158,6 +160,105 @@ def test_old_stores_open_with_the_current_look(tmp_path, store_dir, fmt, codes_v
     np.testing.assert_array_equal(both["request_latency"].isel(run=0).values,
                                   both["request_latency"].isel(run=1).values)
     assert both.gmmv.metrics()["requests"].sum("run").sum() == 80
+
+
+def _assert_every_numeric_variable_has_cf_units(ds: xr.Dataset, where: str) -> None:
+    """On a plainly opened store: cf-xarray lists each numeric data variable (codes
+    aside) under a unit that UDUNITS-2 parses, and no variable leans on a unit coordinate."""
+    cf_units = pytest.importorskip("cf_units")
+    numeric = {n for n, v in ds.data_vars.items() if v.dtype.kind in "iuf" and "flag_values" not in v.attrs}
+    assert numeric, where
+    missing = sorted(n for n in numeric if "units" not in ds[n].attrs)
+    assert not missing, f"{where}: no CF units on {missing}"
+    assert not [n for n, v in ds.data_vars.items() if "units_coordinate" in v.attrs], where
+    for name in numeric:
+        cf_units.Unit(ds[name].attrs["units"])  # raises ValueError on a unit UDUNITS-2 cannot parse
+        assert ds[name].attrs.get("long_name"), name
+
+
+def test_plain_open_zarr_of_a_run_store_has_cf_units_on_every_variable(tmp_path):
+    rec = dataclasses.replace(
+        make_record(seed=5, steps=60, n_requests=40),
+        dedicated_capacity=np.tile(np.array([1000, 1000, 400, 4000, 8000], np.float32), (60, 1)),
+        scaling_actions=np.array([[10, 20, 1, 2], [30, -1, 2, 1]], np.int64),
+        scaling_action_cost=np.array([40 / 3600, 0.0]))
+    path = write_result(_with_decisions(rec), tmp_path / "run.zarr")
+    ds = xr.open_zarr(path)
+    assert ds.attrs["store_format"] == conventions.STORE_FORMAT == 5
+    _assert_every_numeric_variable_has_cf_units(ds, "run store")
+    assert "server_consumption" not in ds  # stored per resource ...
+    cpu = ds["server_consumption_cpu"]
+    assert cpu.dims == ("time",) and cpu.attrs["units"] == "%"
+    assert cpu.attrs["long_name"] == "server consumption c_t before the executor acts: cpu"
+    assert ds["server_consumption_band_in"].attrs["units"] == "Mbit/s"
+    assert ds["user_consumption_memory"].attrs["units"] == "Mbyte"  # MB, as UDUNITS-2 spells it
+    assert ds["scaling_actions_ordered"].attrs["units"] == "s" and ds["decision_node"].attrs["units"] == "1"
+    # cf-xarray's view: the variables per unit, by the units attribute CF tools read
+    by_unit = {}
+    for name in ds.data_vars:
+        by_unit.setdefault(ds[name].attrs.get("units"), []).append(name)
+    assert "server_consumption_cpu" in by_unit["%"] and "server_consumption_storage" in by_unit["Mbyte"]
+    assert ds.cf["server_consumption_cpu"].attrs["units"] == "%"
+    np.testing.assert_array_equal(cpu.values, rec.server_consumption[:, 2])
+    # ... and open_result, and the accessor on the plain open, join the parts back
+    joined = open_result(path)
+    np.testing.assert_array_equal(joined["server_consumption"].values, rec.server_consumption)
+    assert joined["server_consumption"].dims == ("time", "resource")
+    assert joined["server_consumption"].attrs == build_dataset(rec)["server_consumption"].attrs
+    assert joined["scaling_actions"].values.tolist() == [[10, 20, 1, 2], [30, -1, 2, 1]]
+    assert joined["decision"].dims == ("decision", "decision_field")
+    assert not [n for n in joined.data_vars if "split_of" in joined[n].attrs]
+    np.testing.assert_allclose(ds.gmmv.server_consumption()["mean"].values,
+                               joined.gmmv.server_consumption()["mean"].values)
+
+
+def test_the_combined_store_has_cf_units_on_every_variable(tmp_path):
+    from gmm_volunteer.experiments.combine import COMBINED, open_combined, write_combined
+    from gmm_volunteer.experiments.sweep import load_grid, run_sweep
+
+    from helpers import fake_simulate, write_tiny_grid
+
+    grid = load_grid(write_tiny_grid(tmp_path, seeds=2, steps=60))
+    run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False, combine=False)
+    write_combined(grid.output)
+    ds = xr.open_zarr(grid.output / COMBINED)
+    _assert_every_numeric_variable_has_cf_units(ds, "combined store")
+    assert ds["capacity_hours_cpu"].attrs["units"] == "% h"
+    joined = open_combined(grid.output)
+    assert joined["capacity_hours"].attrs["units_coordinate"] == "capacity_hours_unit"
+    np.testing.assert_array_equal(joined["capacity_hours"].sel(resource="cpu").values,
+                                  ds["capacity_hours_cpu"].values)
+
+
+def test_a_format_4_store_opens_as_before(tmp_path, monkeypatch):
+    """0.7.0 stored the per-resource variables whole (format 4): written here by the
+    current writer with the split turned off and the format it had."""
+    from gmm_volunteer.io import results
+
+    rec = make_record(seed=8, steps=50, n_requests=30)
+    monkeypatch.setattr(conventions, "split_units", lambda ds: ds.assign_attrs(store_format=4))
+    old = write_result(rec, tmp_path / "old.zarr")
+    monkeypatch.undo()
+    plain = xr.open_zarr(old)
+    assert plain.attrs["store_format"] == 4 and "units_coordinate" in plain["server_consumption"].attrs
+    ds = open_result(old)
+    current = open_result(results.write_result(rec, tmp_path / "new.zarr"))
+    assert ds.attrs["store_format"] == 4 and current.attrs["store_format"] == 5
+    assert set(ds.data_vars) == set(current.data_vars)
+    for name in current.data_vars:
+        xr.testing.assert_identical(ds[name].reset_coords(drop=True), current[name].reset_coords(drop=True))
+
+
+def test_split_and_join_are_inverse_and_a_partial_selection_is_left_alone():
+    ds = build_dataset(make_record(seed=3, steps=20, n_requests=10))
+    parts = conventions.split_units(ds)
+    assert {"server_consumption_cpu", "server_allocation_memory"} <= set(parts.data_vars)
+    back = conventions.join_units(parts)
+    for name in ds.data_vars:
+        xr.testing.assert_identical(back[name], ds[name])
+    some = parts.drop_vars("server_consumption_cpu")
+    assert "server_consumption" not in conventions.join_units(some)  # four of five: not joined
+    assert "server_consumption_memory" in conventions.join_units(some)
 
 
 def test_upgrade_leaves_the_current_format_alone(store):

@@ -355,6 +355,16 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
 
     monkeypatch.setattr(feedback, "_announced", False)
     monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: cached)
+    from gmm_volunteer.model import precompile as precompile_mod
+    from gmm_volunteer.model.kernels.compile_log import CompileLog
+
+    compiled = []  # the compile stage runs before the simulation, only when not cached
+
+    def fake_precompile(cfg, on_compiled=None):
+        compiled.append(cfg.steps)
+        return CompileLog(on_compiled)
+
+    monkeypatch.setattr(precompile_mod, "precompile", fake_precompile)
     seen = []  # stderr up to the moment the engine starts
 
     def spy(cfg, progress=True):
@@ -363,6 +373,7 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
 
     monkeypatch.setattr(sys.modules["gmm_volunteer.model.engine"], "simulate", spy)
     assert main(["run", "run.yaml"] + ([flag] if flag else [])) == 0
+    assert compiled == ([] if cached else [40])
     before = seen[0]
     assert (feedback.COMPILE_NOTICE in before) == notice
     assert before.count(feedback.COMPILE_NOTICE) <= 1

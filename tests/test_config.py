@@ -165,7 +165,7 @@ def test_override_value_type_is_checked(tmp_path, bundle):
 )
 def test_override_unknown_key(tmp_path, bundle, override, key):
     msg = error_of(write(tmp_path, MINIMAL), [override])
-    assert msg.startswith(f"{tmp_path / 'run.yaml'}: {key}: unknown config key")
+    assert msg.startswith(f"--set {override} on {tmp_path / 'run.yaml'}: {key}: unknown config key")
 
 
 @pytest.mark.parametrize("override", ["users.count", "=5", "", "users..count=5"])
@@ -302,7 +302,8 @@ def test_mistyped_name_gets_a_suggestion(tmp_path, bundle, name, data, key, prob
 
 def test_mistyped_override_key_gets_a_suggestion(tmp_path, bundle):
     msg = error_of(write(tmp_path, MINIMAL), ["users.cuont=3"])
-    assert msg.startswith(f"{tmp_path / 'run.yaml'}: users.cuont: unknown config key; did you mean 'count'?")
+    assert msg.startswith(f"--set users.cuont=3 on {tmp_path / 'run.yaml'}: users.cuont: unknown config key; "
+                          "did you mean 'count'?")
     msg = error_of(write(tmp_path, MINIMAL), ["availabilty.online.scale=3"])
     assert "availabilty: unknown config key; did you mean 'availability'?" in msg
 
@@ -430,8 +431,8 @@ def test_allocation_override_on_top_of_the_shorthand(tmp_path, bundle):
 )
 def test_allocation_errors_name_the_key(tmp_path, bundle, override, key, problem):
     path = write(tmp_path, MINIMAL)
-    msg = error_of(path, [override])
-    line = next((ln for ln in msg.splitlines() if ln.startswith(f"{path}: {key}: ")), None)
+    msg = error_of(path, [override])  # blamed on the override (tests/test_hints.py)
+    line = next((ln for ln in msg.splitlines() if ln.startswith(f"--set {override} on {path}: {key}: ")), None)
     assert line is not None, msg
     assert problem in line, msg
     assert len(msg.splitlines()) == 1, msg  # one problem, reported once

@@ -221,7 +221,8 @@ def test_open_mfdataset_recipe_for_the_series(real_runs):
     """The recipe of docs/formats.md for the per-step series of many runs."""
     ds = xr.open_mfdataset([str(p) for p in real_runs], engine="zarr", combine="nested",
                            concat_dim="run", join="outer", combine_attrs="drop_conflicts",
-                           preprocess=lambda d: d.drop_dims(["request", "scaling_action"], errors="ignore"))
+                           preprocess=lambda d: conventions.join_units(
+                               d.drop_dims(["request", "scaling_action"], errors="ignore")))
     assert ds.sizes["run"] == 3 and ds.sizes["time"] == 300
     np.testing.assert_array_equal(ds["server_consumption"].isel(run=1).values,
                                   open_result(real_runs[1])["server_consumption"].values)

@@ -72,8 +72,8 @@ def test_the_fit_logger_prints_progress_inside_a_stage(monkeypatch, capsys):
     log.progress(12, 12)                       # t = 30: the end of the stage always shows
     err = capsys.readouterr().err.splitlines()
     assert err == ["gmmv fit: fitting allocation series ...",
-                   "gmmv fit:   3 of 12 ARMA fits, 11 s, about 33 s left",
-                   "gmmv fit:   12 of 12 ARMA fits, 30 s"]
+                   "gmmv fit:   3 of 12 ARMA candidates (fitted or ruled out), 11 s, about 33 s left",
+                   "gmmv fit:   12 of 12 ARMA candidates (fitted or ruled out), 30 s"]
 
 
 def test_help_texts_render_without_doubled_percent_signs_and_report_title_has_help(capsys):

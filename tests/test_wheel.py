@@ -1,7 +1,9 @@
 """The wheel is self-contained: built from the package's files only (never generated
 runner modules under __pycache__, never the repository's top-level `fitting` alias),
-installed into a fresh virtual environment, it runs `gmmv run`, `gmmv tune` on its
-shipped default config and the Gymnasium environment from a folder outside the
+with the starter files (`gmm_volunteer.starter`) byte for byte the repository's,
+installed into a fresh virtual environment, it writes the starter files (`gmmv init`) and
+runs the written quickstart, runs `gmmv tune` on its shipped default config and makes
+the Gymnasium environment by its plain id without an import, from a folder outside the
 repository.
 
 Unmarked, so that `make test` (CI) runs it: a fresh installation compiles the kernels of
@@ -68,13 +70,32 @@ def fresh(wheel, tmp_path_factory) -> Path:
 def test_the_wheel_holds_the_package_its_data_and_nothing_else(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"gmm_volunteer", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    # besides the package: the Gymnasium hook and the .pth line that imports it (setup.py)
+    assert tops == {"gmm_volunteer", wheel.name.split("-py3")[0] + ".dist-info",
+                    "_gmm_volunteer_gymnasium.py", "gmm_volunteer-gymnasium.pth"}, tops
+    pth = zipfile.ZipFile(wheel).read("gmm_volunteer-gymnasium.pth").decode()
+    assert pth == "import _gmm_volunteer_gymnasium\n"
+    assert zipfile.ZipFile(wheel).read("_gmm_volunteer_gymnasium.py") == \
+        (ROOT / "gmm_volunteer" / "optimisation" / "autoregister.py").read_bytes()
     assert not [n for n in names if "__pycache__" in n]
     for data in ("gmm_volunteer/configs/scheduling_env.yaml", "gmm_volunteer/bundles/default/bundle.yaml",
                  "gmm_volunteer/py.typed"):
         assert data in names
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "[gymnasium.envs]" in meta and "gmm_volunteer = gmm_volunteer.optimisation:register_envs" in meta
+
+
+def test_the_wheels_starter_files_are_the_repositorys(wheel):
+    from gmm_volunteer.starter import PACKAGE_DIR, starter_files
+
+    prefix = f"gmm_volunteer/{PACKAGE_DIR}/"
+    archive = zipfile.ZipFile(wheel)
+    shipped = sorted(n[len(prefix):] for n in archive.namelist() if n.startswith(prefix))
+    expected = starter_files(ROOT)
+    assert "configs/quickstart.yaml" in expected and "traces/subtasks/runs.csv.gz" in expected
+    assert shipped == expected
+    for rel in expected:
+        assert archive.read(prefix + rel) == (ROOT / rel).read_bytes(), rel
 
 
 def test_the_installed_wheel_runs_tunes_and_makes_the_environment_outside_the_repository(fresh, tmp_path):
@@ -86,6 +107,14 @@ def test_the_installed_wheel_runs_tunes_and_makes_the_environment_outside_the_re
                 "import gmm_volunteer; print(gmm_volunteer.__file__)"], cwd=tmp_path, env=env).stdout
     assert where.splitlines() == ["None", str(fresh / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
                                               / "site-packages" / "gmm_volunteer" / "__init__.py")]
+
+    # The starter files, and the written quickstart run (shrunk, with the policy pair this
+    # test compiles anyway) from the folder init wrote, as README's quickstart says.
+    sh([str(gmmv), "init", "work", "-q"], cwd=tmp_path, env=env)
+    sh([str(gmmv), "run", "configs/quickstart.yaml", "--set", "steps=60", "--set", "users.count=20",
+        "--set", "scheduler=weighted", "-q"], cwd=tmp_path / "work", env=env)
+    assert (tmp_path / "work" / "results" / "quickstart.zarr").is_dir()
+    assert (tmp_path / "work" / "docs" / "usage.md").is_file()
 
     (tmp_path / "tiny.yaml").write_text(
         "seed: 3\nsteps: 60\nusers: {count: 20, capacity: 1}\nserver: {capacity: 5}\n"
@@ -100,12 +129,11 @@ def test_the_installed_wheel_runs_tunes_and_makes_the_environment_outside_the_re
     assert "tuned weights:" in tuned.stdout
 
     made = sh([str(py), "-c",
+               "import sys\n"
+               "assert 'gmm_volunteer' not in sys.modules\n"  # the .pth hook imports nothing of ours
                "import gymnasium as gym\n"
-               "from importlib.metadata import entry_points\n"
-               "assert 'gmm_volunteer/Scheduling-v0' not in gym.registry\n"
-               "entry_points(group='gymnasium.envs')['gmm_volunteer'].load()()\n"
-               "assert 'gmm_volunteer/Scheduling-v0' in gym.registry\n"
-               "env = gym.make('gmm_volunteer.optimisation:gmm_volunteer/Scheduling-v0', k=10, warmup=20)\n"
+               "assert 'gmm_volunteer/Scheduling-v0' in gym.registry\n"  # registered on import gymnasium
+               "env = gym.make('gmm_volunteer/Scheduling-v0', k=10, warmup=20)\n"
                "obs, info = env.reset(seed=1)\n"
                "from gmm_volunteer.optimisation.problem import DEFAULT_CONFIG\n"
                "print(env.observation_space.contains(obs), DEFAULT_CONFIG)\n"], cwd=tmp_path, env=env).stdout

@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from gmm_volunteer.cli.errors import EXIT_NOT_MET, EXIT_OK
 from gmm_volunteer.experiments.capacity_setting import (
     TABLE_KIND,
     find_setting,
@@ -188,4 +189,4 @@ def run(args) -> int:
     outputs["json"].write_text(json.dumps(summary, indent=1, default=float) + "\n")
     print(res.text())
     print(f"wrote {outputs['csv']} and {outputs['json']}")
-    return 0 if best is not None else 1
+    return EXIT_OK if best is not None else EXIT_NOT_MET

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gmm_volunteer.cli.errors import EXIT_NOT_MET, EXIT_OK
 from gmm_volunteer.experiments.capacity_vector import (
     NEEDED,
     RESOURCES,
@@ -173,7 +174,7 @@ def run(args) -> int:
     try:
         if pair:
             budget = args.max_evaluations or 80
-            grid, minima, path = frontier(evaluator, start, pair, lo=args.lo, hi=args.hi, tol=args.tol,
+            grid, minima, path, searched_points = frontier(evaluator, start, pair, lo=args.lo, hi=args.hi, tol=args.tol,
                                           points=args.frontier_points, max_evaluations=budget, weights=weights,
                                           log=log, before=before)
         else:
@@ -192,11 +193,15 @@ def run(args) -> int:
         title = (f"Feasible frontier, {pair[0]} x {pair[1]} (others fixed); "
                  + ", ".join(f"{'all' if k == '*' else k} <= {t.tau:g}s @ {t.level:g}" for k, t in targets.items()))
         frontier_figure(path, pair, grid, minima, outputs["png"], weights=weights, title=title)
-        for x, y in zip(grid, minima):
+        for x, y, done in zip(grid, minima, searched_points):
             print(f"{pair[0]}={x:.3g}x: smallest {pair[1]} meeting the targets "
-                  + (f"{y:.3g}x" if np.isfinite(y) else f"above {args.hi:g}x (or not reached)"))
+                  + (f"{y:.3g}x" if np.isfinite(y) else f"above {args.hi:g}x" if done
+                     else "not searched (the evaluation budget ran out)"))
+        if not searched_points.all():
+            print(f"the search stopped at its budget of {budget} evaluations before every point was "
+                  f"searched (--max-evaluations to go on)")
         print(f"wrote {outputs['png']} and {outputs['csv']}")
-        return 0 if np.isfinite(minima).any() else 1
+        return EXIT_OK if np.isfinite(minima).any() else EXIT_NOT_MET
 
     path_table(res.path).to_csv(outputs["csv"], index=False)
     summary = {
@@ -229,4 +234,4 @@ def run(args) -> int:
     outputs["json"].write_text(json.dumps(summary, indent=1) + "\n")
     print(res.text())
     print(f"wrote {outputs['csv']} and {outputs['json']}")
-    return 0 if res.best is not None else 1
+    return EXIT_OK if res.best is not None else EXIT_NOT_MET

@@ -29,7 +29,7 @@ from gmm_volunteer.cli.errors import (  # noqa: F401 (re-exported: gmm_volunteer
 )
 
 # Modules that contribute subcommands when they are present.
-EXTENSIONS = ("gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
+EXTENSIONS = ("gmm_volunteer.cli.init", "gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
               "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results",
               "gmm_volunteer.testbed.cli", "gmm_volunteer.cli.hazards")
 
@@ -57,6 +57,27 @@ class _Parser(argparse.ArgumentParser):
                 action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} "
                         f"(choose from {choices})")
         super()._check_value(action, value)
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with a close option name suggested for an unknown option
+        (``gmmv run --sett`` -> did you mean '--set'?), in the subcommand's usage."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from gmm_volunteer.model.suggest import did_you_mean
+
+            parser = self._subcommand_parser(parsed)
+            options = [o for a in parser._actions for o in a.option_strings]
+            hints = [f"{e.split('=')[0]}{did_you_mean(e.split('=')[0], options, prefix=': ')}"
+                     for e in extras if e.startswith("-") and did_you_mean(e.split("=")[0], options)]
+            parser.error(f"unrecognized arguments: {' '.join(extras)}"
+                         + (f" ({'; '.join(hints)})" if hints else ""))
+        return parsed
+
+    def _subcommand_parser(self, parsed) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(parsed, action.dest, None), self)
+        return self
 
 
 def load_checked_config(config, overrides, workers: int | None):
@@ -162,7 +183,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.io.results import write_result
 
-    feedback.announce_compile(feedback.run_dispatchers(cfg))  # the step kernels and this pair's runner
+    from gmm_volunteer.cli.compile import compile_stage
+
+    compile_stage(cfg, show=not args.quiet)  # a stage with its own bar, before the run's
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     with CompileLog().listening() as compiled:  # -v reports what the run had to compile

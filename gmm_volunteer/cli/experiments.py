@@ -1,8 +1,8 @@
 """`gmmv sweep`, `gmmv combine`, `gmmv report`, `gmmv capacity` (docs/experiments.md).
 
 Added to the `gmmv` parser by `gmm_volunteer.cli`. Handlers return 0 on success; bad
-input raises `CommandError` (exit 2); a sweep with failed runs and a capacity search
-whose targets are not met within the range return 1.
+input raises `CommandError` (exit 2); a sweep with failed runs returns 1, a capacity
+search whose targets are not met within the range returns 3 (`EXIT_NOT_MET`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from gmm_volunteer.cli.errors import EXIT_NOT_MET, EXIT_OK
 from gmm_volunteer.cli import argtypes
 
 
@@ -326,7 +327,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     print(res.text().splitlines()[-1])
-    return 0 if res.capacity is not None else 1
+    return EXIT_OK if res.capacity is not None else EXIT_NOT_MET
 
 
 def add_subcommands(subparsers) -> None:

@@ -23,7 +23,10 @@ class GmmvAccessor:
     """``ds.gmmv``: the analysis functions bound to a dataset."""
 
     def __init__(self, ds: xr.Dataset):
-        self._ds = ds
+        # a store opened with plain xr.open_zarr holds per-resource parts (format 5)
+        from gmm_volunteer.io.conventions import join_units
+
+        self._ds = join_units(ds)
 
     def metrics(self, quantiles=(0.5, 0.95, 0.99)) -> xr.Dataset:
         return _analysis().metrics(self._ds, quantiles)

@@ -36,6 +36,9 @@ _UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 def parse_duration(text: str) -> float:
     """``"10s"``, ``"10"``, ``"1.5min"``, ``"2m"``, ``"1h"`` -> seconds."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(text))
+    if m and m.group(2) in ("ms", "us", "ns"):
+        raise ValueError(f"cannot read duration {text!r}: the model's steps are 1 s, so a latency is "
+                         f"a whole number of seconds (write e.g. 1s, 10s, 2min)")
     if not m or m.group(2) not in _UNITS:
         raise ValueError(f"cannot read duration {text!r} (write e.g. 10s, 2min, 1h)")
     value = float(m.group(1)) * _UNITS[m.group(2)]

@@ -471,24 +471,27 @@ def frontier(evaluator: Callable, start: np.ndarray, pair: Sequence[str], *, lo:
     """The feasible frontier over two resources (the others fixed at `start`): for each
     of `points` values of the first resource on a geometric grid over [lo, hi], the
     smallest feasible value of the second found by bisection. Returns (grid, minima,
-    path); a minimum is NaN where even `hi` of the second misses. `weights` only price
-    the evaluated vectors (the cost column)."""
+    path, searched): a minimum is NaN where even `hi` of the second misses or where the
+    evaluation budget ran out first, which `searched` (bool per grid value) tells apart.
+    `weights` only price the evaluated vectors (the cost column)."""
     a, b = (RESOURCES.index(r) for r in pair)
     w = np.zeros(len(RESOURCES)) if weights is None else np.asarray(weights, dtype=np.float64)
     search = VectorSearch(evaluator, start, list(pair), w, lo=lo, hi=hi, tol=tol,
                           max_evaluations=max_evaluations, exchange=False, log=log, before=before)
     grid = np.geomspace(lo, hi, points)
     minima = np.full(points, np.nan)
+    searched = np.zeros(points, dtype=bool)
     m = search.start.copy()
     try:
         for n, x in enumerate(grid[::-1]):  # from the top: earlier rows bound later ones
             m[a], m[b] = x, hi
             q = search.lower(m, b, f"frontier {pair[0]}={x:.3g}x")
+            searched[points - 1 - n] = True
             if q is not None:
                 minima[points - 1 - n] = q.m[b]
     except BudgetSpent:
         pass
-    return grid, minima, search.path
+    return grid, minima, search.path, searched
 
 
 # -------------------------------------------------------------------------------------

@@ -108,7 +108,26 @@ def _img(fig, alt: str = "figure") -> str:
     return f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{data}">'
 
 
+# Columns of counts: means over seeds of whole numbers, shown without trailing zeros
+# (202, 193.5), never as 202.00.
+COUNT_COLUMNS = ("seeds", "completed", "abandoned", "dropped", "requests", "monitoring calls")
+
+
+def _count_text(v: float) -> str:
+    return "-" if not np.isfinite(v) else f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
 def _table_html(df: pd.DataFrame) -> str:
+    """The table as HTML: counts (`COUNT_COLUMNS`) and any column of whole numbers without
+    needless decimals, others with two; a missing value as '-'."""
+    df = df.copy()
+    for col in df.columns:
+        values = df[col]
+        if values.dtype.kind != "f":
+            continue
+        finite = values[np.isfinite(values)]
+        if str(col) in COUNT_COLUMNS or (finite.size and np.all(finite == np.round(finite))):
+            df[col] = values.map(_count_text)
     return df.to_html(float_format=lambda v: f"{v:,.2f}", na_rep="-", border=0, escape=True)
 
 
@@ -141,13 +160,17 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
         parts.append('<p class="warn">Some runs are missing; their cells are averaged over the '
                      "seeds that are present (or shown as '-').</p>")
     parts.append("<p>Latency quantiles are over completed requests. Values are means over seeds; "
-                 "'cancelled' in figure 2 means abandoned (patience ran out), dropped requests "
-                 "(user went offline) are dotted.</p>")
+                 "abandoned requests are those whose user's patience ran out (the paper's "
+                 "'cancelled'), dropped requests (user went offline) are dotted.</p>")
     captions = {
-        "fig2_requests": "Figure 2: completed vs cancelled requests",
+        "fig2_requests": "Figure 2: completed vs abandoned requests",
         "fig3_latency": "Figure 3: P99 latency, mean over request types, band = range over types",
-        "fig4_server": "Figure 4: server CPU and memory consumption, mean +- sd over steps",
-        "fig5_subtasks": "Figure 5: subtask completion rates on server and user nodes",
+        "fig4_server": "Figure 4: server CPU and memory consumption, mean +- sd over steps "
+                       "(each panel on the consumption's scale, log where schedulers differ "
+                       "more than 20 times; a band reaching the bottom of a log axis: sd above "
+                       "the mean; dashed: mean allocation)",
+        "fig5_subtasks": "Figure 5: subtask completion rates on server and user nodes "
+                         "(axis zoomed to the rates)",
     }
     for name, make in figures.FIGURES.items():
         parts.append(f"<h2>{html.escape(captions[name])}</h2>")

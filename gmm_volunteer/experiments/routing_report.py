@@ -20,8 +20,18 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+# Per-run measures only a router gives (routing_metrics): NaN where they do not apply, and
+# its monitoring calls. A sweep of plain schedulers has none and gets no routing sections
+# (accuracy served is not one: any bundle with accuracies gives it).
+ROUTING_MEASURES = ("estimator_mare", "herding_max_placed_mean")
+
+
 def applies(ds: xr.Dataset) -> bool:
-    return "accuracy_served" in ds and "scheduler" in ds.dims
+    if "scheduler" not in ds.dims:
+        return False
+    if "monitor_calls_total" in ds and bool((np.nan_to_num(ds["monitor_calls_total"].values) > 0).any()):
+        return True
+    return any(name in ds and bool(np.isfinite(ds[name].values).any()) for name in ROUTING_MEASURES)
 
 
 def _seed_mean(da: xr.DataArray) -> xr.DataArray:
@@ -86,8 +96,8 @@ def herding_table(ds: xr.Dataset) -> pd.DataFrame | None:
         return None
     names = {n: label for n, label in names.items() if n in ds}
     cols = {label: _seed_mean(ds[n]) for n, label in names.items()}
-    df = xr.Dataset(cols).compute().to_dataframe()
-    return df[list(cols)]
+    df = xr.Dataset(cols).compute().to_dataframe()[list(cols)]
+    return None if df.isna().all().all() else df  # no router placed: nothing to show
 
 
 def mape_table(ds: xr.Dataset) -> pd.DataFrame | None:

@@ -280,10 +280,12 @@ def fit_series_block(segments: list[np.ndarray], candidates=FULL_GRID, mean=None
         order = np.random.default_rng(SEGMENT_ORDER_SEED).permutation(len(usable)) if len(usable) > 1 else [0]
         z = join_segments([usable[i] for i in order]) if usable else z_all
         fit = select_arma(z, allowed or candidates)
+        _tick(len(set(candidates)) - len(set(allowed or candidates)))  # ruled out unfitted: decided too
     else:
         z = join_segments(usable) if usable else z_all
         sigma = float(np.nanstd(z_all, ddof=1)) if np.isfinite(z_all).sum() > 1 else 0.0
         fit = ArmaFit((1, 0), np.zeros(1), np.zeros(0), sigma, float("nan"), {}, int(np.isfinite(z_all).sum()))
+        _tick(len(set(candidates)))  # every candidate ruled out: the progress counts them decided
     blocks = {
         "arma": fit.block(),
         "yeo_johnson": {"lam": sig(transform.lam), "z_mean": sig(transform.z_mean), "z_sd": sig(transform.z_sd)},

@@ -51,6 +51,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             report=not args.no_report,
             log=log,
             progress=log.progress,
+            workers=args.workers,
         )
         log(None)
     except TraceError as err:
@@ -85,7 +86,7 @@ def _stage_logger(feedback):
         state["shown"] = now
         elapsed = now - state["t"]
         left = elapsed / done * (total - done) if done else float("nan")
-        feedback.info(f"gmmv fit:   {done} of {total} ARMA fits, {elapsed:.0f} s"
+        feedback.info(f"gmmv fit:   {done} of {total} ARMA candidates (fitted or ruled out), {elapsed:.0f} s"
                       + (f", about {left:.0f} s left" if done < total else ""))
 
     log.progress = progress
@@ -110,6 +111,11 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
     p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
     p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    from gmm_volunteer.cli import argtypes
+
+    p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, metavar="N",
+                   help="processes: 2 or more fit the allocation and consumption series side by "
+                        "side in two (the same bundle; default 1)")
     _add_output_flags(p, "no progress lines")
     p.set_defaults(func=_cmd_fit)
     try:

@@ -42,13 +42,72 @@ def _provenance(traces, traces_dir, candidates, degrees) -> str:
     )
 
 
+# The two long stages, independent of each other (`build_bundle(workers=2)` runs them
+# side by side in processes of their own).
+SERIES_STAGES = ("allocation", "consumption")
+_TICKS = None  # in a stage's worker process: the queue its candidate ticks go to
+
+
+def _stage_worker_init(ticks) -> None:
+    global _TICKS
+    _TICKS = ticks
+    from gmm_volunteer.fitting.determinism import single_threaded
+
+    single_threaded().__enter__()  # for the life of the worker: one BLAS thread, as in the parent
+
+
+def _run_series_stage(name: str, traces, candidates):
+    """One long stage in a worker process, its candidate ticks sent to the parent."""
+    from gmm_volunteer.fitting.arma import candidate_progress
+    from gmm_volunteer.fitting.consumption import fit_allocation, fit_consumption
+
+    fit = {"allocation": fit_allocation, "consumption": fit_consumption}[name]
+    with candidate_progress(_TICKS.put):
+        return fit(traces, candidates)
+
+
+def _series_stages_in_parallel(traces, candidates, tick: Callable[[int], None]) -> dict:
+    """`SERIES_STAGES` in two worker processes (spawned: nothing of this process's state
+    but its arguments and environment, the pinned BLAS threads included); the parent
+    passes their candidate ticks on to `tick` as they come. The same functions on the
+    same traces: the results are those of one process."""
+    import multiprocessing
+    import queue as queue_mod
+    from concurrent.futures import ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("spawn")
+    ticks = ctx.Queue()
+
+    def drain(timeout: float) -> None:
+        try:
+            tick(ticks.get(timeout=timeout))
+            while True:
+                tick(ticks.get_nowait())
+        except queue_mod.Empty:
+            pass
+
+    with ProcessPoolExecutor(max_workers=len(SERIES_STAGES), mp_context=ctx,
+                             initializer=_stage_worker_init, initargs=(ticks,)) as pool:
+        futures = {name: pool.submit(_run_series_stage, name, traces, candidates) for name in SERIES_STAGES}
+        while not all(f.done() for f in futures.values()):
+            drain(0.5)
+        wait(futures.values())
+        results = {name: f.result() for name, f in futures.items()}  # re-raises a stage's error
+    # every tick a worker sent before returning its result is in the queue by now
+    drain(0.5)
+    return results
+
+
 def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
                  log: Callable[[str], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> tuple[dict, dict]:
+                 progress: Callable[[int, int], None] | None = None, workers: int = 1) -> tuple[dict, dict]:
     """Fit every component; return (bundle dict, diagnostics for the report).
 
     `log(message)` is told which component is being fitted before each one starts;
-    `progress(done, total)` of the ARMA candidate fits inside the two long stages."""
+    `progress(done, total)` of the ARMA candidate fits inside the two long stages. With
+    `workers` >= 2 the two long stages (allocation and consumption series) run side by
+    side in processes of their own, as one stage to `log` and `progress`; the bundle is
+    the same."""
     say = log or (lambda message: None)
     from gmm_volunteer.fitting.arma import candidate_progress
     from gmm_volunteer.fitting.consumption import STAGES
@@ -71,12 +130,22 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     from gmm_volunteer.fitting.work import work_blocks
 
     grid = f"{len(candidates)} ARMA (p, q) candidates per series"
-    say(f"fitting allocation series (resources available for volunteering; {grid})")
-    with counted(len(RESOURCE_COLUMNS)):
-        allocation, alloc_diag = fit_allocation(traces, candidates)
-    say(f"fitting consumption series (per subtask type and resource; {grid})")
-    with counted(sum(len(resources) for *_, resources in STAGES.values())):
-        consumption, cons_diag = fit_consumption(traces, candidates)
+    n_alloc = len(RESOURCE_COLUMNS)
+    n_cons = sum(len(resources) for *_, resources in STAGES.values())
+    if workers >= 2:
+        say(f"fitting allocation and consumption series in {len(SERIES_STAGES)} processes ({grid})")
+        with counted(n_alloc + n_cons):
+            from gmm_volunteer.fitting.arma import _tick
+
+            results = _series_stages_in_parallel(traces, candidates, _tick)
+        (allocation, alloc_diag), (consumption, cons_diag) = results["allocation"], results["consumption"]
+    else:
+        say(f"fitting allocation series (resources available for volunteering; {grid})")
+        with counted(n_alloc):
+            allocation, alloc_diag = fit_allocation(traces, candidates)
+        say(f"fitting consumption series (per subtask type and resource; {grid})")
+        with counted(n_cons):
+            consumption, cons_diag = fit_consumption(traces, candidates)
     say(f"fitting the completion hazard (degrees {list(degrees)})")
     hazard, hazard_diag = fit_hazard(traces, degrees)
     say("fitting memory and work per subtask type")
@@ -118,13 +187,15 @@ def fit_bundle(
     created: str | None = None,
     log: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> Path:
     """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
 
     Raises `TraceError` (naming the file and column) on unusable traces; nothing is
     written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
     `log(message)` hears of each stage before it starts, `progress(done, total)` of the
-    ARMA fits inside the long stages (`build_bundle`).
+    ARMA fits inside the long stages (`build_bundle`; `workers` >= 2 runs those two side by
+    side, with the same result).
     """
     from gmm_volunteer.io.bundle import validate_bundle, write_bundle
 
@@ -134,7 +205,8 @@ def fit_bundle(
     from gmm_volunteer.fitting.determinism import single_threaded
 
     with single_threaded():  # the same traces give the same bundle, run to run
-        bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log, progress=progress)
+        bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log, progress=progress,
+                                    workers=workers)
     validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:

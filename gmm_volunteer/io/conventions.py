@@ -7,16 +7,20 @@ thing, with one documented exception:
 
 * every variable and coordinate has a ``long_name``;
 * every numeric variable has a CF ``units`` attribute that UDUNITS-2 parses (``s``,
-  ``1``, ``byte``, ``h``, ``min``), except a variable along a dimension whose entries
+  ``1``, ``byte``, ``h``, ``min``). In memory, a variable along a dimension whose entries
   have different units (``resource``: Mbit/s, %, MB; ``action_field``;
-  ``decision_field``). CF gives a variable one unit, so such a variable has no
-  ``units``: its ``units_coordinate`` attribute names the coordinate along that
-  dimension that holds each entry's unit (``resource_unit``, ``capacity_hours_unit``,
-  ``action_field_unit``, ``decision_field_unit``). This is the one exception; selecting
-  one entry keeps that coordinate as a scalar, so the unit stays with the numbers
-  (`units_of` in `experiments.analysis` reads either form). Variables of codes (CF
-  ``flag_values`` / ``flag_meanings``, the values of the variable's own type) and of
-  text need no unit;
+  ``decision_field``) has none: CF gives a variable one unit, so its ``units_coordinate``
+  attribute names the coordinate along that dimension that holds each entry's unit
+  (``resource_unit``, ``capacity_hours_unit``, ``action_field_unit``,
+  ``decision_field_unit``); selecting one entry keeps that coordinate as a scalar, so the
+  unit stays with the numbers (`units_of` in `experiments.analysis` reads either form).
+  On disk (store format 5) such a variable is split per entry (`split_units`):
+  ``server_consumption`` is stored as ``server_consumption_band_in`` (Mbit/s) ...
+  ``server_consumption_storage`` (MB), each with its own CF ``units`` and ``long_name``,
+  so a plain ``xr.open_zarr`` and any CF tool (cf-xarray, pint-xarray, UDUNITS) see a
+  unit on every number; `results.open_result` (and the ``ds.gmmv`` accessor) join them
+  back (`join_units`). Variables of codes (CF ``flag_values`` / ``flag_meanings``, the
+  values of the variable's own type) and of text need no unit;
 * time is a CF time coordinate: ``time`` is stored as integer seconds since the run
   start with ``units: "seconds since 1970-01-01"`` (a nominal start: the model has no
   calendar), ``standard_name: time`` and ``axis: T``, and opens as datetime64 values
@@ -52,7 +56,8 @@ ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 
 
 __all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_DTYPES", "finish",
            "netcdf_attrs", "flag_attrs", "by_type", "has_requests", "flat_requests", "upgrade", "store_format",
-           "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION"]
+           "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION",
+           "split_units", "join_units"]
 
 # 1: 0.3.0 and before. 2: consolidated metadata, request_type_label, units_coordinate
 #    instead of one comma-joined units string, netCDF-safe attributes, long_name everywhere.
@@ -62,7 +67,9 @@ __all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_D
 #    not "CPU s"), flag_values of the coded variable's type, attribute Conventions.
 # 4: request records per request type, dims (request_type, request) with _FillValue -1 and
 #    request_count (was: dim request alone, with request_type_code and request_type_label).
-STORE_FORMAT = 4
+# 5: a variable whose entries differ in unit is stored split per entry, each part with its
+#    CF units (`split_units`; was: one variable with a units_coordinate attribute).
+STORE_FORMAT = 5
 FORMAT_ATTR = "store_format"
 CF_VERSION = "CF-1.11"  # global attribute Conventions (CF 1.11 section 2.6.1)
 TYPE = "request_type"
@@ -191,6 +198,106 @@ def finish(ds: xr.Dataset, long_names: dict | None = None) -> xr.Dataset:
     ds.attrs.setdefault("Conventions", CF_VERSION)
     ds.attrs[FORMAT_ATTR] = STORE_FORMAT
     return ds
+
+
+# The attributes a part of a split variable carries (format 5), from which `join_units`
+# puts the variable back: its name, the dimension it was split along and its position
+# among the variable's dims, the coordinate of the units and the part's entry.
+SPLIT_ATTRS = ("split_of", "split_along", "split_axis", "split_units_coordinate", "split_entry")
+
+
+# How UDUNITS-2 spells the units the model shows (its unit coordinates, reports): "MB"
+# (10^6 bytes) is no unit there, "Mbyte" is.
+CF_SPELLING = {"MB": "Mbyte"}
+
+
+def cf_unit(unit: str) -> str:
+    """`unit` (a unit coordinate's entry) as a CF ``units`` text UDUNITS-2 parses."""
+    return " ".join(CF_SPELLING.get(word, word) for word in str(unit).split(" "))
+
+
+def _part_name(name: str, entry: str) -> str:
+    return f"{name}_" + "".join(c if c.isalnum() or c == "_" else "_" for c in entry)
+
+
+def split_units(ds: xr.Dataset) -> xr.Dataset:
+    """`ds` with every data variable that has a ``units_coordinate`` split along that
+    coordinate's dimension into one variable per entry, named ``<variable>_<entry>``,
+    with the entry's CF ``units`` (`cf_unit`), a ``long_name`` that names the entry, and the
+    `SPLIT_ATTRS` that `join_units` reads (store format 5; CF 1.11 section 3.1 gives a
+    variable one unit). The coordinates stay (``resource``, ``resource_unit``, ...)."""
+    parts, split = {}, []
+    for name, var in ds.variables.items():  # a router's `decision` is a coordinate (dim decision)
+        if name in ds.indexes:
+            continue
+        coord = var.attrs.get(UNITS_COORDINATE)
+        if coord is None or coord not in ds.coords or ds[coord].ndim != 1:
+            continue
+        dim = ds[coord].dims[0]
+        if dim not in var.dims:
+            continue
+        entries = [str(e) for e in np.asarray(ds[dim].values)] if dim in ds.coords \
+            else [str(i) for i in range(ds.sizes[dim])]
+        units = [str(u) for u in np.asarray(ds[coord].values)]
+        base = {k: v for k, v in var.attrs.items() if k != UNITS_COORDINATE}
+        long_name = str(base.pop("long_name", name))
+        for i, (entry, unit) in enumerate(zip(entries, units)):
+            part_name = _part_name(str(name), entry)
+            if part_name in ds.variables or part_name in parts:
+                raise ValueError(f"cannot store {name!r} per {dim}: {part_name!r} exists already")
+            part = var.isel({dim: i}).copy(deep=False)
+            part.attrs = {**base, "long_name": f"{long_name}: {entry}", "units": cf_unit(unit),
+                          "split_of": str(name), "split_along": dim, "split_axis": var.dims.index(dim),
+                          "split_units_coordinate": coord, "split_entry": entry}
+            part.encoding = {k: v for k, v in var.encoding.items() if k in ("dtype", "_FillValue")}
+            parts[part_name] = part
+        split.append(name)
+    if not split:
+        return ds
+    out = ds.drop_vars(split).assign(parts)
+    out.attrs = dict(ds.attrs)
+    return out
+
+
+def join_units(ds: xr.Dataset) -> xr.Dataset:
+    """The inverse of `split_units`: the parts of each split variable (found by their
+    `SPLIT_ATTRS`) stacked back into the variable, in the order of its dimension's
+    coordinate, with its ``units_coordinate``. Variables whose parts are not all there
+    (a selection of a few of them) are left as they are; a dataset with no parts is
+    returned as it is."""
+    groups: dict[str, list[str]] = {}
+    for name, var in ds.data_vars.items():
+        if "split_of" in var.attrs:
+            groups.setdefault(str(var.attrs["split_of"]), []).append(str(name))
+    if not groups:
+        return ds
+    joined, drop = {}, []
+    for name, members in groups.items():
+        first = ds[members[0]].attrs
+        dim, coord = str(first["split_along"]), str(first["split_units_coordinate"])
+        by_entry = {str(ds[m].attrs["split_entry"]): m for m in members}
+        order = [str(e) for e in np.asarray(ds[dim].values)] if dim in ds.coords else None
+        if order is None or sorted(order) != sorted(by_entry) or name in ds.variables:
+            continue
+        variables = [ds[by_entry[e]].variable for e in order]
+        stacked = xr.Variable.concat(variables, dim)
+        dims = list(variables[0].dims)
+        dims.insert(int(first["split_axis"]), dim)
+        stacked = stacked.transpose(*dims)
+        attrs = {k: v for k, v in first.items() if k not in SPLIT_ATTRS and k != "units"}
+        suffix = f": {first['split_entry']}"
+        long_name = str(attrs.get("long_name", name))
+        attrs["long_name"] = long_name[:-len(suffix)] if long_name.endswith(suffix) else long_name
+        attrs[UNITS_COORDINATE] = coord
+        stacked.attrs = attrs
+        stacked.encoding = {k: v for k, v in variables[0].encoding.items() if k in ("dtype", "_FillValue")}
+        joined[name] = stacked
+        drop += members
+    if not joined:
+        return ds
+    out = ds.drop_vars(drop).assign(joined)
+    out.attrs = dict(ds.attrs)
+    return out
 
 
 def typed_flags(ds: xr.Dataset) -> xr.Dataset:

@@ -466,6 +466,9 @@ def _write_store(ds: xr.Dataset, target: Path) -> None:
         warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
         # One chunk of request records at a time, in this process: the records are made
         # lazily from the run's log (conventions.by_type), also inside a sweep's worker.
+        # A variable whose entries differ in unit is stored per entry, each part with its
+        # CF units (store format 5); open_result joins the parts.
+        ds = conventions.split_units(ds)
         with dask.config.set(scheduler="synchronous"):
             ds.to_zarr(str(target), mode="w", zarr_format=3, consolidated=True,
                        encoding=_encoding(ds))
@@ -577,7 +580,7 @@ def open_result(path, chunks=None) -> xr.Dataset:
             # zarr says little-endian explicitly; netCDF wants the native order when the
             # padded (float) records are cast back to their integer type
             var.encoding["dtype"] = np.dtype(var.encoding["dtype"]).newbyteorder("=")
-    ds = conventions.typed_flags(_plain_string_coords(ds))
+    ds = conventions.join_units(conventions.typed_flags(_plain_string_coords(ds)))
     if conventions.store_format(ds) < conventions.STORE_FORMAT:
         return conventions.upgrade(ds)  # a store of an older format, converted in memory
     return ds

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 from gmm_volunteer.model import laws  # noqa: E402
-from gmm_volunteer.model.constants import RESOURCES  # noqa: E402
+from gmm_volunteer.model.constants import RESOURCE_UNITS, RESOURCES  # noqa: E402
 from gmm_volunteer.model.demand import Demand  # noqa: E402  (a section defined in its own module)
 from gmm_volunteer.model.suggest import did_you_mean, known_keys, quoted_choices  # noqa: E402
 from gmm_volunteer.model.events import ScriptedEvent  # noqa: E402  (a section defined in its own module)
@@ -648,11 +648,32 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     if "testbed" in data:  # the live testbed's own section, read by `gmmv testbed` only
         data = dict(data)
         validate_testbed_section(data.pop("testbed"), source)  # a typo fails for `gmmv run` too
+    overrides = list(overrides)
     parsed = dict(parse_override(o, source) for o in overrides)
-    if isinstance(parsed.get("model"), str):
-        parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)
-    data = apply_overrides(data, parsed, source)
-    return config_from_dict(data, source=source, base_dir=path.resolve().parent)
+    try:
+        if isinstance(parsed.get("model"), str):
+            parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)
+        data = apply_overrides(data, parsed, source)
+        return config_from_dict(data, source=source, base_dir=path.resolve().parent)
+    except ConfigError as exc:
+        raise ConfigError(_blame_overrides(str(exc), source, overrides)) from None
+
+
+def _blame_overrides(text: str, source: str, overrides: list[str]) -> str:
+    """`text` (lines ``<source>: <key>: <problem>``) with each problem at a key an
+    override set (or inside it) attributed to that override first:
+    ``--set steps=1e5 on run.yaml: steps: ...``, since the file is not where the bad
+    value is (the rest of the line keeps its form)."""
+    by_key = {}
+    for o in overrides:
+        by_key[o.partition("=")[0].strip()] = o
+    lines = []
+    for line in text.splitlines():
+        rest = line.removeprefix(f"{source}: ")
+        key = rest.split(": ", 1)[0]
+        blamed = next((o for k, o in by_key.items() if key == k or key.startswith(k + ".")), None)
+        lines.append(f"--set {blamed} on {line}" if blamed is not None and rest != line else line)
+    return "\n".join(lines)
 
 
 def validate_testbed_section(section: Any, source: str = "<config>"):
@@ -912,6 +933,57 @@ def _num(x: Any) -> Any:
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
+# Units a value may be written with by mistake (a config's numbers carry none), as
+# (the key's unit, factor): "2.5 GB" for a key in MB is 2500.
+_UNIT_FACTORS = {
+    "MB": {"kB": 1e-3, "KB": 1e-3, "MB": 1.0, "GB": 1e3, "TB": 1e6},
+    "Mbit/s": {"kbit/s": 1e-3, "Kbit/s": 1e-3, "Mbit/s": 1.0, "Gbit/s": 1e3, "kbps": 1e-3,
+               "Mbps": 1.0, "Gbps": 1e3},
+    "%": {"%": 1.0},
+    "s": {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0},
+}
+
+
+def _unit_of_key(loc: tuple) -> str | None:
+    """The unit a config key's number is in, where the key says it (docs/usage.md,
+    "Keys"): a base profile resource, or a duration law's scale (seconds)."""
+    keys = [str(p) for p in loc]
+    if keys and keys[0] == "base_profile" and keys[-1] in RESOURCE_UNITS:
+        return RESOURCE_UNITS[keys[-1]]
+    if keys and keys[-1] == "scale" and _is_duration_law(loc[:-2]):
+        return "s"
+    return None
+
+
+def _unit_hint(text: str, loc: tuple) -> str:
+    """The hint for a number written with a unit (``2.5 GB``): numbers carry no unit, and
+    the value in the key's unit when the written unit converts."""
+    m = re.fullmatch(r"\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]+)\s*", text)
+    if not m:
+        return ""
+    unit = _unit_of_key(loc)
+    if unit is None:
+        return f"; numbers in a config carry no unit: write the number alone, in the key's unit (docs/usage.md, \"Keys\")"
+    factor = _UNIT_FACTORS.get(unit, {}).get(m.group(2))
+    if factor is None:
+        return f"; numbers in a config carry no unit: write the number alone, in {unit}"
+    return f"; numbers in a config carry no unit: this key is in {unit}, so write {float(m.group(1)) * factor:g}"
+
+
+def _is_duration_law(loc: tuple) -> bool:
+    """Whether the config key at `loc` holds a duration law (`Dist`, a mapping with a
+    ``dist`` key), found from the RunConfig model's fields."""
+    node: Any = RunConfig
+    field = None
+    for part in loc:
+        fields = getattr(node, "model_fields", None)
+        if not isinstance(fields, dict) or part not in fields:
+            return False
+        field = fields[part]
+        node = field.annotation
+    return field is not None and field.discriminator == "dist"
+
+
 def _describe(err: dict, known: Iterable[str] = ()) -> str:
     """One problem in words; `known` lists the keys accepted where an unknown key was
     found, for a close-name suggestion."""
@@ -947,7 +1019,7 @@ def _describe(err: dict, known: Iterable[str] = ()) -> str:
                 float(got)
                 hint = "; remove the quotes to make it a number"
             except ValueError:
-                pass
+                hint = _unit_hint(got, err.get("loc") or ())
         return f"must be a number (got {_got(got)}{hint})"
     if kind == "finite_number":
         return f"must be a finite number (got {got!r})"
@@ -956,6 +1028,10 @@ def _describe(err: dict, known: Iterable[str] = ()) -> str:
     if kind == "list_type":
         return f"must be a list (got {_got(got)})"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
+        if _is_duration_law(err.get("loc") or ()):
+            return (f"must be a mapping (got {_got(got)}): a duration law, in seconds, e.g. "
+                    f"{{dist: pareto, scale: 30.0, shape: 1.5}} or {{dist: exponential, scale: 30.0}} "
+                    f"(docs/usage.md, \"Durations\")")
         return f"must be a mapping (got {_got(got)})"
     if kind == "literal_error":
         expected = ctx.get("expected")
