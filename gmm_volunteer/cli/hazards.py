@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
 
 from gmm_volunteer.cli.commands import EXIT_OK, CommandError
 
@@ -16,8 +17,6 @@ def _cmd_hazards(args: argparse.Namespace) -> int:
     from gmm_volunteer.fitting.hazard_check import SIZES, hazard_durations
     from gmm_volunteer.io import resultfile
     from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle, packaged_bundle
-
-    from pathlib import Path
 
     source = args.bundle if Path(args.bundle).is_dir() else (packaged_bundle(args.bundle) or args.bundle)
     try:
