@@ -43,15 +43,10 @@ def _cmd_hazards(args: argparse.Namespace) -> int:
             print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
         return EXIT_OK
     from gmm_volunteer._version import __version__
-    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.cli.outputs import check_result_target
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
-    out = check_output_target(args.output)
-    if out.exists():
-        try:
-            resultfile.read(out)
-        except resultfile.ResultFileError:
-            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    out = check_result_target(args.output)
     fmt = df.copy()
     for col in fmt.columns:
         if fmt[col].dtype.kind == "f":

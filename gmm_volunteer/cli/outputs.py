@@ -62,3 +62,19 @@ def check_output_target(path: str | os.PathLike, option: str = "-o") -> Path:
     except OSError as exc:
         raise CommandError(f"{option} {p}: cannot write in {folder} ({exc.strerror or exc})") from None
     return p
+
+
+def check_result_target(path: str | os.PathLike, option: str = "-o") -> Path:
+    """`check_output_target` for a committed result file (docs/results/README.md): an
+    existing file there is replaced only if it is a result file."""
+    from gmm_volunteer.cli.errors import CommandError
+    from gmm_volunteer.io import resultfile
+
+    out = check_output_target(path, option)
+    if out.exists():
+        try:
+            resultfile.read(out)
+        except resultfile.ResultFileError:
+            raise CommandError(f"{option} {os.fspath(path)}: exists and is not a result file; "
+                               "refusing to replace it") from None
+    return out

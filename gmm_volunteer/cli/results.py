@@ -64,14 +64,9 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
     if args.name not in TABLES:
         raise CommandError(f"no table {args.name!r}; tables: {', '.join(TABLES)}")
-    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.cli.outputs import check_result_target
 
-    out = check_output_target(args.output)
-    if out.exists():
-        try:
-            resultfile.read(out)
-        except resultfile.ResultFileError:
-            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    out = check_result_target(args.output)
     ds = _open_results(args.results)
     if args.sel:
         ds = _select(ds, args.sel, args.results)
@@ -100,7 +95,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 def _cmd_join(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.commands import CommandError
-    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.cli.outputs import check_result_target
     from gmm_volunteer.io import resultfile
 
     try:
@@ -120,12 +115,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
         for name, digest in r.header["bundles"].items():
             if bundles.setdefault(name, digest) != digest:
                 raise CommandError(f"{r.path}: bundle {name!r} has another digest than in the other files")
-    out = check_output_target(args.output)
-    if out.exists():
-        try:
-            resultfile.read(out)
-        except resultfile.ResultFileError:
-            raise CommandError(f"-o {args.output}: exists and is not a result file; refusing to replace it") from None
+    out = check_result_target(args.output)
     this = ["gmmv", "results", "join", *args.files, "--on", args.on, *(x for k in args.keep for x in ("--keep", k)),
             *(x for c in args.columns for x in ("--column", c)), *(x for lab in args.labels for x in ("--label", lab)),
             "-o", args.output]

@@ -20,7 +20,7 @@ from numba import njit
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
 from gmm_volunteer.model.kernels.hazard import settle_by_hazard
-from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work
+from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work, settle_downloads
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
     BAND_IN,
@@ -329,7 +329,7 @@ def step_consumption(S, P, t):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean = S.b_done, S.b_eps, S.nd_work, P.wk_mean
     b_tau, carry = S.b_tau, P.carry_over
-    sub_in_mb, sub_out_mb, sub_data_mb, rd_mb = P.sub_in_mb, P.sub_out_mb, P.sub_data_mb, S.rd_mb
+    sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
         b = b_list[k]
         v = b_node[b]
@@ -386,21 +386,7 @@ def step_consumption(S, P, t):
             nd_work[v] += b_cons[b, CPU] / 100.0
         for r in range(N_CRES):
             nd_cons[v, r] += b_cons[b, r]
-    for k in range(n_run):
-        d = dl_run[k]
-        v = dl_node[d]
-        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
-        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
-        dl_cons[d, CPU] *= nd_fac[v, 2]
-        if v > 0:
-            dl_cons[d, BAND_IN] *= g_in
-            dl_cons[d, BAND_OUT] *= g_out
-        # A download that completes uses only the missing bytes.
-        missing = 8.0 * (sub_data_mb[dl_sub[d]] - rd_mb[v, dl_sub[d]])
-        if dl_cons[d, BAND_IN] > missing:
-            dl_cons[d, BAND_IN] = missing
-        for r in range(N_CRES):
-            nd_cons[v, r] += dl_cons[d, r]
+    settle_downloads(S, P, g_in, g_out)
     record_consumption(S, t)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
+from gmm_volunteer.model.kernels.ops import settle_downloads
 from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, N_CRES
 from gmm_volunteer.model.rng import STREAM_HAZARD, uniform
 
@@ -110,20 +111,5 @@ def settle_by_hazard(S, P, t):
         for r in range(N_CRES):
             nd_cons[v, r] += b_cons[b, r]
     S.ser_demand[t, 1] = server_batches
-    # Subtask-data downloads fill storage as under the work law (D7): shared links, and a
-    # download that completes uses only the missing bytes.
-    dl_run, dl_node, dl_sub, dl_cons = S.dl_run, S.dl_node, S.dl_sub, S.dl_cons
-    for k in range(S.n_dlrun[0]):
-        d = dl_run[k]
-        v = dl_node[d]
-        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
-        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
-        dl_cons[d, CPU] *= nd_fac[v, 2]
-        if v > 0:
-            dl_cons[d, BAND_IN] *= g_in
-            dl_cons[d, BAND_OUT] *= g_out
-        missing = 8.0 * (P.sub_data_mb[dl_sub[d]] - S.rd_mb[v, dl_sub[d]])
-        if dl_cons[d, BAND_IN] > missing:
-            dl_cons[d, BAND_IN] = missing
-        for r in range(N_CRES):
-            nd_cons[v, r] += dl_cons[d, r]
+    # Subtask-data downloads fill storage as under the work law (D7)
+    settle_downloads(S, P, g_in, g_out)

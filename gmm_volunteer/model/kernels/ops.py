@@ -13,6 +13,8 @@ from numba import njit
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.params import (
     BAND_IN,
+    BAND_OUT,
+    CPU,
     DOWNLOAD,
     DONE,
     EMPTY,
@@ -20,6 +22,7 @@ from gmm_volunteer.model.params import (
     IDLE,
     LOADING,
     MAX_BATCH_TABLE,
+    N_CRES,
     PAUSED,
     READY,
     UPLOAD,
@@ -461,3 +464,29 @@ def accumulate_download(S, P, d, t):
     else:
         S.rd_mb[v, j] += delta
         _add_storage(S, v, delta)
+
+
+@kernel
+def settle_downloads(S, P, g_in, g_out):
+    """What this step's running subtask-data downloads use, under either phase law (D9,
+    D27): their samples scaled by their node's link and CPU factors (`S.nd_fac`) and, on
+    users, by the server's link factors g_in (its outbound link) and g_out (its inbound
+    one); a download that completes uses only the missing bytes. Adds each to its node's
+    total (`S.nd_cons`), in the order of `S.dl_run`."""
+    dl_run, dl_node, dl_sub, dl_cons, nd_fac, nd_cons = S.dl_run, S.dl_node, S.dl_sub, S.dl_cons, S.nd_fac, S.nd_cons
+    sub_data_mb, rd_mb = P.sub_data_mb, S.rd_mb
+    for k in range(S.n_dlrun[0]):
+        d = dl_run[k]
+        v = dl_node[d]
+        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
+        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
+        dl_cons[d, CPU] *= nd_fac[v, 2]
+        if v > 0:
+            dl_cons[d, BAND_IN] *= g_in
+            dl_cons[d, BAND_OUT] *= g_out
+        missing = 8.0 * (sub_data_mb[dl_sub[d]] - rd_mb[v, dl_sub[d]])
+        if dl_cons[d, BAND_IN] > missing:
+            dl_cons[d, BAND_IN] = missing
+        for r in range(N_CRES):
+            nd_cons[v, r] += dl_cons[d, r]
+
