@@ -59,6 +59,7 @@ __all__ = [
     "mva_delay_ld",
     "birth_death_marginal",
     "ps_server_rate",
+    "fifo_mixture_delay",
     "discrete_mean",
 ]
 
@@ -208,6 +209,61 @@ def ps_server_rate(capacity: float, demand: float, mean_work: float) -> Callable
 
     mu.__doc__ = f"mu(n) = min(n * {d:g}, {c:g}) / {w:g}"
     return mu
+
+
+def fifo_mixture_delay(n_users: int, think_mean: float, mean_work: Sequence[float],
+                       probs: Sequence[float]) -> tuple[float, float, float]:
+    """Throughput X, mean response time R and mean number Q at a single first-come
+    first-served server that N users (delay station of mean Z, exponential) visit in
+    turn, each job's work exponential of mean ``mean_work[c]`` with probability
+    ``probs[c]`` (drawn per job): the finite-source M/H/1//N queue, the reference of
+    `execution.discipline: fifo` with one batch at a time (docs/model.md D28).
+
+    FIFO with class-dependent work is not product form (the BCMP theorem asks a FCFS
+    station for one exponential law for all classes), so this solves the Markov chain
+    exactly: states 0 (server empty) and (n, c), n = 1..N jobs present with the job in
+    service of class c; a user ends thinking at rate (N - n) / Z, the job in service ends
+    at rate 1 / mean_work[c] and the next one's class is drawn. Stationary law by a dense
+    linear solve (N * classes + 1 states), X by the completion flow, R = Q / X (Little).
+    Processor sharing with the same jobs is insensitive: `mva_delay_ld` with
+    `ps_server_rate(1, 1, sum p_c w_c)`.
+    """
+    _check_population(n_users, think_mean)
+    w = np.asarray(mean_work, dtype=float)
+    p = np.asarray(probs, dtype=float)
+    if w.ndim != 1 or w.shape != p.shape or not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError("mean_work must be finite and > 0, one per class, as many as probs")
+    if not (np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-9):
+        raise ValueError("probs must be >= 0 and sum to 1")
+    if not think_mean > 0:
+        raise ValueError("think_mean must be > 0")
+    n_users, k = int(n_users), w.size
+    m = n_users * k + 1
+
+    def idx(n, c):
+        return 0 if n == 0 else 1 + (n - 1) * k + c
+
+    q = np.zeros((m, m))  # generator
+    for c in range(k):  # empty: an arrival starts a job of class c
+        q[0, idx(1, c)] += n_users / think_mean * p[c]
+    for n in range(1, n_users + 1):
+        for c in range(k):
+            i = idx(n, c)
+            if n < n_users:
+                q[i, idx(n + 1, c)] += (n_users - n) / think_mean
+            if n == 1:
+                q[i, 0] += 1.0 / w[c]
+            else:
+                for c2 in range(k):
+                    q[i, idx(n - 1, c2)] += p[c2] / w[c]
+    np.fill_diagonal(q, -q.sum(axis=1))
+    a = np.vstack([q.T, np.ones(m)])
+    rhs = np.zeros(m + 1)
+    rhs[-1] = 1.0
+    pi = np.linalg.lstsq(a, rhs, rcond=None)[0]
+    x = sum(pi[idx(n, c)] / w[c] for n in range(1, n_users + 1) for c in range(k))
+    qn = sum(n * pi[idx(n, c)] for n in range(1, n_users + 1) for c in range(k))
+    return float(x), float(qn / x), float(qn)
 
 
 # ---------------------------------------------------------------------------------
