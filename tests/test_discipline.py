@@ -10,7 +10,8 @@ single server under both disciplines, so they differ only in the order of servic
 - `shared` (processor sharing) is insensitive: the network is product form and its means
   are those of exponential work of mean (w_s + w_l) / 2 (`theory.mva_delay_ld`);
 - `fifo` (one batch at a time) is the finite-source M/H2/1//N queue, solved exactly as a
-  Markov chain (`theory.fifo_mixture_delay`). Its mean response is longer (work of
+  Markov chain (`theory.fifo_mixture_delay`; with `concurrency: 2` on two cores, 40
+  users, the M/H2/2//N queue). Its mean response is longer (work of
   squared coefficient of variation 2.28 > 1), and the wait before service does not
   depend on the job's own size, so the mean latencies of long and short jobs differ by
   exactly w_l - w_s; under processor sharing they differ by more (a long job is slowed
@@ -52,10 +53,10 @@ E_LAST = 0.5
 Z_DELAY = discrete_mean(Exponential(dist="exponential", mean=THINK)) + 1.0 + E_LAST
 
 
-def _config(path, discipline, seed, steps=STEPS, **execution):
+def _config(path, discipline, seed, steps=STEPS, users=USERS, cores=1, **execution):
     return make_config(
-        path, users=USERS, steps=steps, scheduler="centralized", seed=seed, server=1.0,
-        base_profile={"cpu": 100.0},
+        path, users=users, steps=steps, scheduler="centralized", seed=seed, server=1.0,
+        base_profile={"cpu": 100.0 * cores},
         availability={"online": {"dist": "never"}, "offline": {"dist": "exponential", "mean": 10.0}},
         requests={"think_time": {"dist": "exponential", "mean": THINK}, "patience": {"dist": "never"},
                   "type_probabilities": [0.5, 0.5]},
@@ -64,10 +65,15 @@ def _config(path, discipline, seed, steps=STEPS, **execution):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def bundle(tmp_path_factory):
     path = tmp_path_factory.mktemp("two") / "b"
     write_bundle(two_size_bundle(mean_work_s=WORK), path)
-    return {d: Simulation(_config(path, d, seed=11)).run(progress=False) for d in ("shared", "fifo")}
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(bundle):
+    return {d: Simulation(_config(bundle, d, seed=11)).run(progress=False) for d in ("shared", "fifo")}
 
 
 def _batch_means(rec):
@@ -117,6 +123,21 @@ def test_short_jobs_wait_behind_long_ones_under_fifo_only(runs):
     assert diff_s - (WORK[1] - WORK[0]) > 4.5 * sd_s, (diff_s, sd_s)
     # ... and are served far sooner than behind a FIFO queue.
     assert short_f - short_s > 4.5 * (ss_f + ss_s), (short_f, short_s)
+
+
+def test_fifo_with_two_at_a_time_on_two_cores_matches_its_chain(bundle):
+    """`concurrency: 2` on a server of two cores: the M/H2/2//N FIFO queue (40 users, so
+    that jobs do queue), against `fifo_mixture_delay(..., servers=2)`; the wait still does
+    not depend on the job's size."""
+    users = 40
+    rec = Simulation(_config(bundle, "fifo", seed=12, users=users, cores=2, concurrency=2)).run(progress=False)
+    (x, r, _, _, diff), (sx, sr, _, _, sd) = _batch_means(rec)
+    px, pr, _ = fifo_mixture_delay(users, Z_DELAY, WORK, (0.5, 0.5), servers=2)
+    ps = mva_delay_ld(users, Z_DELAY, ps_server_rate(2.0, 1.0, sum(WORK) / 2)).response[-1] + E_LAST
+    assert abs(x - px) < 4.5 * sx, (x, sx, px)
+    assert abs(r - (pr + E_LAST)) < 4.5 * sr, (r, sr, pr + E_LAST)
+    assert abs(r - ps) > 4.5 * sr, (r, sr, ps)  # not what sharing gives
+    assert abs(diff - (WORK[1] - WORK[0])) < 4.5 * sd, (diff, sd)
 
 
 def test_fifo_one_at_a_time_in_order_and_work_conserved(synthetic_model):

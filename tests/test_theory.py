@@ -322,3 +322,14 @@ def test_fifo_chain_one_user_and_variable_work():
         assert r_fifo > mva_delay_ld(n, 600.0, ps_server_rate(1.0, 1.0, 25.0)).response[-1]
     with pytest.raises(ValueError):
         fifo_mixture_delay(3, 10.0, [1.0, 2.0], [0.5, 0.6])
+
+
+@pytest.mark.parametrize("n_users, z, w, c", [(5, 30.0, 4.0, 2), (20, 300.0, 25.0, 2), (12, 50.0, 10.0, 3)])
+def test_fifo_chain_with_c_servers_and_one_class_is_the_product_form(n_users, z, w, c):
+    # c servers of one job each, one exponential law: the load-dependent rate min(n, c) / w.
+    x, r, _ = fifo_mixture_delay(n_users, z, [w], [1.0], servers=c)
+    mva = mva_delay_ld(n_users, z, ps_server_rate(float(c), 1.0, w))
+    assert x == pytest.approx(mva.throughput[-1], rel=1e-9)
+    assert r == pytest.approx(mva.response[-1], rel=1e-9)
+    # As many servers as users: nobody waits, R = E[S] whatever the mix.
+    assert fifo_mixture_delay(4, 20.0, [5.0, 45.0], [0.5, 0.5], servers=4)[1] == pytest.approx(25.0, rel=1e-9)
