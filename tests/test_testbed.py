@@ -236,3 +236,35 @@ def test_help_and_a_machine_that_cannot_host_it(tmp_path, capsys, monkeypatch):
     assert main(["testbed", str(_small(tmp_path)), "-o", str(tmp_path / "x.zarr")]) == 1
     assert "needs root" in capsys.readouterr().err
     assert not (tmp_path / "x.zarr").exists()
+
+
+@pytest.mark.parametrize("sets, expected", [
+    ([], ("serial", 1)),  # the discipline not stated: testbed.execution, serial by default
+    (["testbed.execution=shared"], ("shared", 0)),
+    (["execution.discipline=fifo"], ("serial", 1)),
+    (["execution.discipline=fifo", "execution.concurrency=3"], ("serial", 3)),
+    (["execution.discipline=shared"], ("shared", 0)),
+    (["execution.discipline=fifo", "testbed.execution=serial"], ("serial", 1)),
+])
+def test_the_testbed_runs_the_discipline_the_simulator_models(tmp_path, sets, expected):
+    from gmm_volunteer.testbed.config import load_testbed, node_execution
+    from gmm_volunteer.testbed.device import MAX_SHARED, node_slots
+    from gmm_volunteer.testbed.run import _spec
+
+    cfg, tb = load_testbed(_small(tmp_path), sets)
+    assert node_execution(cfg, tb) == expected
+    spec = _spec(cfg, tb, 0, np.full(5, 200.0), np.full(5, 100.0))
+    assert (spec["execution"], spec["concurrency"]) == expected
+    assert node_slots(spec) == (MAX_SHARED if expected[0] == "shared" else expected[1])
+
+
+@pytest.mark.parametrize("sets", [["execution.discipline=fifo", "testbed.execution=shared"],
+                                  ["execution.discipline=shared", "testbed.execution=serial"]])
+def test_a_testbed_execution_contradicting_the_discipline_exits_2(tmp_path, capsys, sets):
+    args = ["testbed", str(_small(tmp_path)), "-o", str(tmp_path / "x.zarr")]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "testbed.execution:" in err and "contradicts execution.discipline" in err, err
+    assert not (tmp_path / "x.zarr").exists()

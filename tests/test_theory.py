@@ -18,7 +18,8 @@ from numba import njit
 from gmm_volunteer.model.config import Exponential, LogNormal, Never, Pareto, Weibull
 from gmm_volunteer.model.kernels.people import keyed_duration
 from gmm_volunteer.model.params import dist_law
-from gmm_volunteer.model.theory import birth_death_marginal, discrete_mean, mva_delay_ld, ps_server_rate
+from gmm_volunteer.model.theory import (birth_death_marginal, discrete_mean, fifo_mixture_delay, mva_delay_ld,
+                                        ps_server_rate)
 
 # (N users, think mean Z, capacity C, demand d, mean work w)
 CASES = [
@@ -297,3 +298,38 @@ def test_discrete_mean_matches_simulator_sampler(law):
     expected = discrete_mean(law)
     assert abs(expected - law.mean()) > 4 * tol
     assert abs(d.mean() - expected) < tol, (d.mean(), expected, tol)
+
+
+@pytest.mark.parametrize("n_users, z, w", [(1, 10.0, 5.0), (5, 30.0, 4.0), (20, 600.0, 25.0), (40, 100.0, 10.0)])
+def test_fifo_chain_with_one_class_is_the_product_form(n_users, z, w):
+    # Exponential work of one mean: FCFS is product form (BCMP), the same as processor sharing.
+    x, r, q = fifo_mixture_delay(n_users, z, [w], [1.0])
+    mva = mva_delay_ld(n_users, z, ps_server_rate(1.0, 1.0, w))
+    assert x == pytest.approx(mva.throughput[-1], rel=1e-9)
+    assert r == pytest.approx(mva.response[-1], rel=1e-9)
+    assert q == pytest.approx(x * r, rel=1e-12)
+    # Classes of equal means are one class.
+    assert fifo_mixture_delay(n_users, z, [w, w], [0.3, 0.7])[1] == pytest.approx(r, rel=1e-9)
+
+
+def test_fifo_chain_one_user_and_variable_work():
+    # One user never queues: R = E[S], X = 1 / (Z + E[S]).
+    x, r, _ = fifo_mixture_delay(1, 50.0, [5.0, 45.0], [0.5, 0.5])
+    assert r == pytest.approx(25.0, rel=1e-12) and x == pytest.approx(1 / 75.0, rel=1e-12)
+    # Work more variable than exponential waits longer under FIFO than under sharing.
+    for n in (5, 20, 40):
+        r_fifo = fifo_mixture_delay(n, 600.0, [5.0, 45.0], [0.5, 0.5])[1]
+        assert r_fifo > mva_delay_ld(n, 600.0, ps_server_rate(1.0, 1.0, 25.0)).response[-1]
+    with pytest.raises(ValueError):
+        fifo_mixture_delay(3, 10.0, [1.0, 2.0], [0.5, 0.6])
+
+
+@pytest.mark.parametrize("n_users, z, w, c", [(5, 30.0, 4.0, 2), (20, 300.0, 25.0, 2), (12, 50.0, 10.0, 3)])
+def test_fifo_chain_with_c_servers_and_one_class_is_the_product_form(n_users, z, w, c):
+    # c servers of one job each, one exponential law: the load-dependent rate min(n, c) / w.
+    x, r, _ = fifo_mixture_delay(n_users, z, [w], [1.0], servers=c)
+    mva = mva_delay_ld(n_users, z, ps_server_rate(float(c), 1.0, w))
+    assert x == pytest.approx(mva.throughput[-1], rel=1e-9)
+    assert r == pytest.approx(mva.response[-1], rel=1e-9)
+    # As many servers as users: nobody waits, R = E[S] whatever the mix.
+    assert fifo_mixture_delay(4, 20.0, [5.0, 45.0], [0.5, 0.5], servers=4)[1] == pytest.approx(25.0, rel=1e-9)

@@ -86,6 +86,7 @@ MAX_LOG_MU = 30.0  # lognormal mu, log seconds: exp(30) s is about 10^13 s
 MAX_LOG_SIGMA = 10.0
 MAX_ALLOCATION_SD = 10.0  # sd of an allocation fraction (1 = the whole maximum)
 MAX_REQUEST_TYPES = 127  # request types are stored as int8
+MAX_CONCURRENCY = 1_000_000  # batches a node executes at once under discipline: fifo
 
 
 class _DistBase(BaseModel):
@@ -483,6 +484,14 @@ class Execution(_Section):
     # fitted polynomial as written); "clamp", clamped to the measured range, as the
     # consumption statistics are (D9). `gmmv hazards` shows what each does.
     hazard_batch_size: Literal["extrapolate", "clamp"] = "extrapolate"
+    # The order executing batches run on a node (docs/model.md D28): "shared", every
+    # executing batch at once, the node's CPU shared among them (processor sharing, D10);
+    # "fifo", `concurrency` batches at a time in the order they entered execution, the
+    # others waiting, granted no CPU and holding their memory, as an inference runtime's
+    # queue does (the testbed's devices; docs/validation.md section 6).
+    discipline: Literal["shared", "fifo"] = "shared"
+    # How many batches a node executes at once under discipline: fifo.
+    concurrency: int = Field(1, ge=1, le=MAX_CONCURRENCY)
 
     @model_validator(mode="after")
     def _paper_steps(self):
@@ -490,6 +499,13 @@ class Execution(_Section):
             raise ValueError("phase_changes: carry_over needs progress: work (under progress: "
                              "paper a phase ends only at a step boundary, by its hazard draw; "
                              "docs/model.md D27)")
+        if self.progress == "paper" and self.discipline != "shared":
+            raise ValueError("discipline: fifo needs progress: work (under progress: paper a "
+                             "phase ends by its hazard draw whatever CPU it is granted, so a "
+                             "waiting batch would still finish; docs/model.md D28)")
+        if self.concurrency != 1 and self.discipline != "fifo":
+            raise ValueError(f"concurrency: {self.concurrency} needs discipline: fifo (under "
+                             "discipline: shared every executing batch runs at once; docs/model.md D28)")
         return self
     # Model variants (docs/model.md D24): slots whose subtask type shares a `function`
     # with other types in the bundle may be served by those types too, for the schedulers

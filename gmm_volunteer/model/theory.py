@@ -59,6 +59,7 @@ __all__ = [
     "mva_delay_ld",
     "birth_death_marginal",
     "ps_server_rate",
+    "fifo_mixture_delay",
     "discrete_mean",
 ]
 
@@ -208,6 +209,81 @@ def ps_server_rate(capacity: float, demand: float, mean_work: float) -> Callable
 
     mu.__doc__ = f"mu(n) = min(n * {d:g}, {c:g}) / {w:g}"
     return mu
+
+
+def fifo_mixture_delay(n_users: int, think_mean: float, mean_work: Sequence[float],
+                       probs: Sequence[float], servers: int = 1) -> tuple[float, float, float]:
+    """Throughput X, mean response time R and mean number Q at a first-come first-served
+    station of ``servers`` (c) identical servers that N users (delay station of mean Z,
+    exponential) visit in turn, each job's work exponential of mean ``mean_work[k]`` with
+    probability ``probs[k]`` (drawn per job): the finite-source M/H/c//N queue, the
+    reference of `execution.discipline: fifo` with `concurrency` c (docs/model.md D28).
+
+    FIFO with class-dependent work is not product form (the BCMP theorem asks a FCFS
+    station for one exponential law for all classes), so this solves the Markov chain
+    exactly: a state is the number n of jobs present and how many of each class are in
+    service (min(n, c) in all); a user ends thinking at rate (N - n) / Z, a job of class
+    k in service ends at rate 1 / mean_work[k], and a job that enters service (on arrival
+    to a free server, or from the queue when one ends) has its class drawn. Stationary
+    law by a dense linear solve, X by the completion flow, R = Q / X (Little). Processor
+    sharing with the same jobs is insensitive: `mva_delay_ld` with `ps_server_rate`.
+    """
+    _check_population(n_users, think_mean)
+    w = np.asarray(mean_work, dtype=float)
+    p = np.asarray(probs, dtype=float)
+    if w.ndim != 1 or w.shape != p.shape or not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError("mean_work must be finite and > 0, one per class, as many as probs")
+    if not (np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-9):
+        raise ValueError("probs must be >= 0 and sum to 1")
+    if not think_mean > 0:
+        raise ValueError("think_mean must be > 0")
+    if int(servers) != servers or servers < 1:
+        raise ValueError(f"servers must be an integer >= 1 (got {servers!r})")
+    n_users, k, c = int(n_users), w.size, int(servers)
+
+    def enter(comp):  # a job enters service: its class drawn
+        for c2 in range(k):
+            if p[c2] > 0:
+                yield tuple(x + (i == c2) for i, x in enumerate(comp)), p[c2]
+
+    index: dict = {}
+    edges: list = []  # (from state, to state, rate)
+    todo = [(0, (0,) * k)]
+    index[todo[0]] = 0
+    while todo:
+        n, comp = state = todo.pop()
+        out = []
+        if n < n_users:
+            lam = (n_users - n) / think_mean
+            if n < c:
+                out += [((n + 1, nxt), lam * q) for nxt, q in enter(comp)]
+            else:
+                out.append(((n + 1, comp), lam))
+        for c1 in range(k):
+            if comp[c1]:
+                mu = comp[c1] / w[c1]
+                left = tuple(x - (i == c1) for i, x in enumerate(comp))
+                if n > c:
+                    out += [((n - 1, nxt), mu * q) for nxt, q in enter(left)]
+                else:
+                    out.append(((n - 1, left), mu))
+        for to, rate in out:
+            if to not in index:
+                index[to] = len(index)
+                todo.append(to)
+            edges.append((index[state], index[to], rate))
+    m = len(index)
+    q = np.zeros((m, m))  # generator
+    for a, b, rate in edges:
+        q[a, b] += rate
+    np.fill_diagonal(q, -q.sum(axis=1))
+    a = np.vstack([q.T, np.ones(m)])
+    rhs = np.zeros(m + 1)
+    rhs[-1] = 1.0
+    pi = np.linalg.lstsq(a, rhs, rcond=None)[0]
+    x = sum(pi[i] * sum(comp[c1] / w[c1] for c1 in range(k)) for (n, comp), i in index.items())
+    qn = sum(pi[i] * n for (n, _), i in index.items())
+    return float(x), float(qn / x), float(qn)
 
 
 # ---------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ def load_testbed(path: str | Path, overrides: Iterable[str] = ()) -> tuple[RunCo
     section = load_yaml(Path(path).read_bytes(), source).get(SECTION) or {}
     tb = validate_testbed_section({**section, **section_overrides}, source)
     check_live(cfg, source)
+    node_execution(cfg, tb, source)
     return cfg, tb
 
 
@@ -106,6 +107,26 @@ def check_limits(cfg: RunConfig, source: str) -> None:
                                 f"{MIN_MBIT:g} and {MAX_MBIT:g} Mbit/s")
     if problems:
         raise ConfigError("\n".join(f"{source}: {p}" for p in problems))
+
+
+def node_execution(cfg: RunConfig, tb: Testbed, source: str = "config") -> tuple[str, int]:
+    """How every testbed node runs the batches placed on it: ("serial", k), k at a time
+    in the order they were placed (a runtime with k workers), or ("shared", 0), all at
+    once on threads of their own, the kernel sharing the node's CPU quota.
+
+    A config that states `execution.discipline` (docs/model.md D28) gets what the
+    simulator runs for it: fifo, `execution.concurrency` at a time; shared, all at once.
+    One that does not keeps `testbed.execution` (default serial, the runs before the
+    key existed). Both stated and contradicting each other: ConfigError naming the keys."""
+    stated = "discipline" in cfg.execution.model_fields_set
+    if not stated:
+        return ("shared", 0) if tb.execution == "shared" else ("serial", 1)
+    fifo = cfg.execution.discipline == "fifo"
+    if "execution" in tb.model_fields_set and (tb.execution == "serial") != fifo:
+        raise ConfigError(f"{source}: testbed.execution: {tb.execution!r} contradicts execution.discipline: "
+                          f"{cfg.execution.discipline!r} (the testbed runs what the simulator models; "
+                          "drop testbed.execution, or state the discipline that matches it)")
+    return ("serial", cfg.execution.concurrency) if fifo else ("shared", 0)
 
 
 def check_live(cfg: RunConfig, source: str) -> None:

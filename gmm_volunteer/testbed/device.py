@@ -58,6 +58,14 @@ def stationary_start(on_law, off_law, g: np.random.Generator) -> tuple[bool, int
 MAX_SHARED = 32  # batches a node runs at once with execution: shared
 
 
+def node_slots(spec: dict) -> int:
+    """Batches a node executes at once: MAX_SHARED under shared execution, else the
+    spec's `concurrency` (execution.discipline: fifo; testbed.config.node_execution)."""
+    if spec.get("execution", "serial") == "shared":
+        return MAX_SHARED
+    return int(spec.get("concurrency", 1))
+
+
 def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool):
     """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
     Runtime computes on the calling thread, so that thread's CPU time is the batch's even
@@ -81,11 +89,12 @@ class Device:
         self.type_cum = np.cumsum(spec["type_probabilities"])
         self.sessions: dict = {}
         self.cancelled: set = set()
-        shared = spec.get("execution", "serial") == "shared"
-        # serial: one execution at a time on the node's own CPU quota
-        self.exec_lock = asyncio.Semaphore(MAX_SHARED if shared else 1)
-        self.per_thread = shared and spec["volunteer_threads"] == 1
-        self.pool = ThreadPoolExecutor(MAX_SHARED if shared else 1)
+        # serial: k executions at a time (`concurrency`, 1 before it existed) in the order
+        # they were placed, on the node's own CPU quota (docs/model.md D28)
+        slots = node_slots(spec)
+        self.exec_lock = asyncio.Semaphore(slots)
+        self.per_thread = slots > 1 and spec["volunteer_threads"] == 1
+        self.pool = ThreadPoolExecutor(slots)
         self.tasks: set[asyncio.Task] = set()
         self.issued: list[list[int]] = []  # rid, start, outcome seen (-1: none), end
         self.periods: list[list[int]] = []  # step online, step offline

@@ -29,6 +29,7 @@ from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
+from gmm_volunteer.testbed.config import node_execution
 from gmm_volunteer.testbed.isolation import (IsolationError, Resources, cgroup_version, free_subnet,
                                              interrupts_end_in_finally)
 
@@ -47,11 +48,12 @@ def _free_port() -> int:
 
 def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
     threads = tb.server_threads or max(1, int(server_max[CPU] // 100))
+    mode, k = node_execution(cfg, tb)  # what execution.discipline asks (D28)
     return {
         "model": str(cfg.model), "entropy": entropy, "users": cfg.users.count, "steps": cfg.steps,
         "scheduler": cfg.scheduler, "server_max": server_max.tolist(), "user_max": user_max.tolist(),
         "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
-        "inputs_per_type": tb.inputs_per_type, "execution": tb.execution,
+        "inputs_per_type": tb.inputs_per_type, "execution": mode, "concurrency": k,
         "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),
         "type_probabilities": list(cfg.requests.type_probabilities),
         "laws": {"online": cfg.availability.online.law().tolist(),

@@ -30,7 +30,7 @@ from gmm_volunteer.model.constants import (
     EV_CANCEL, EV_COMPLETE, EV_RESET, EV_START, OUT_ABANDONED, OUT_COMPLETED, OUT_DROPPED, EVENTS,
 )
 from gmm_volunteer.testbed.clock import Clock, wait_start
-from gmm_volunteer.testbed.device import MAX_SHARED, timed_batch
+from gmm_volunteer.testbed.device import node_slots, timed_batch
 from gmm_volunteer.testbed.placement import SERVER, LiveScheduler, Request, Slot
 
 POLL_S = 2.0  # longest wait of a volunteer's poll for instructions
@@ -54,9 +54,11 @@ class Server:
                          for n in names}
         self.inputs = {n: [models.make_input(n, g_inputs) for _ in range(spec["inputs_per_type"])] for n in names}
         self.run_batch = models.run_batch
-        self.shared = spec.get("execution", "serial") == "shared"
-        self.pool = ThreadPoolExecutor(MAX_SHARED if self.shared else 1)
-        self.per_thread = self.shared and spec["server_threads"] == 1
+        # One at a time (serial), or up to `slots` at once taken from the pool's queue in
+        # the order they were placed (fifo with k workers; shared: MAX_SHARED)
+        self.slots = node_slots(spec)
+        self.pool = ThreadPoolExecutor(self.slots)
+        self.per_thread = self.slots > 1 and spec["server_threads"] == 1
         self.queue: asyncio.Queue = asyncio.Queue()
         self.outbox = {v: [] for v in range(1, spec["users"] + 1)}
         self.wake = {v: asyncio.Event() for v in self.outbox}
@@ -114,11 +116,12 @@ class Server:
 
     async def executor(self) -> None:
         """Run the server's batches in the order they were placed: one at a time
-        (execution: serial) or each at once on its own thread (shared)."""
+        (execution: serial), k at a time (fifo with concurrency k: the pool's k threads
+        take them in order) or each at once on its own thread (shared)."""
         running: set[asyncio.Task] = set()
         while True:
             bid = await self.queue.get()
-            if self.shared:
+            if self.slots > 1:
                 task = asyncio.create_task(self.execute(bid))
                 running.add(task)
                 task.add_done_callback(running.discard)

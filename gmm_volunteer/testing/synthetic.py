@@ -171,6 +171,25 @@ def queueing_bundle(*, mean_work_s: float = 10.0, demand_pct: float = 100.0, mem
     return copy.deepcopy(b)
 
 
+def two_size_bundle(*, mean_work_s: tuple[float, float] = (10.0, 40.0), demand_pct: float = 100.0) -> dict:
+    """`queueing_bundle` with two job sizes: subtask types `short` and `long`, each the
+    single subtask of its own task type, exponential work of mean `mean_work_s[0]` and
+    `[1]` CPU-seconds at a constant `demand_pct` % CPU: the check of the execution
+    disciplines (docs/model.md D28; tests/test_discipline.py)."""
+    b = queueing_bundle(mean_work_s=mean_work_s[0], demand_pct=demand_pct)
+    short = b["subtask_types"][0]
+    long = copy.deepcopy(short)
+    short["name"], long["name"] = "short", "long"
+    long["work"]["mean_cpu_s"] = [float(mean_work_s[1])]
+    b["subtask_types"] = [short, long]
+    b["task_types"] = [{"name": "short", "subtasks": ["short"]}, {"name": "long", "subtasks": ["long"]}]
+    for stage in b["consumption"]["stages"].values():
+        for res in stage["resources"].values():
+            for key in ("mean", "sd"):
+                res["stats"][key] = res["stats"][key] * 2
+    return copy.deepcopy(b)
+
+
 def hazard_block(n_types: int, probability: dict | float = 0.5, consumption_coef: float = 0.0,
                  covariate_mean: float = 100.0, covariate_sd: float = 50.0) -> dict:
     """A bundle `hazard` block (paper 2.2; fitting/hazard.py) for `execution.progress:

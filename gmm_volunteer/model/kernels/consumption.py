@@ -19,6 +19,7 @@ from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
+from gmm_volunteer.model.kernels.fifo import fifo_share_time, fifo_turn
 from gmm_volunteer.model.kernels.hazard import settle_by_hazard
 from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work, settle_downloads
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
@@ -304,8 +305,11 @@ def step_consumption(S, P, t):
         return
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
     # is the node's virtual time (cpu_share_time), the share of a consumer that does not
-    # finish inside the step (1 when the node's CPU demand fits: no call needed).
+    # finish inside the step (1 when the node's CPU demand fits: no call needed). Under
+    # discipline: fifo (D28) the executing batches run in arrival order and each has its
+    # own factor (`b_share`); the node's is that of its other consumers.
     nd_fac = S.nd_fac
+    fifo = P.fifo > 0
     u_in = 0.0
     u_out = 0.0
     for k in range(n_touched[0]):
@@ -314,7 +318,10 @@ def step_consumption(S, P, t):
             c = nd_cons[v, r]
             nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
         cap, dem = alloc[v, CPU], nd_cons[v, CPU]
-        nd_fac[v, 2] = 1.0 if dem <= cap else cpu_share_time(S, P, v, cap, dem)
+        if fifo:
+            nd_fac[v, 2] = fifo_share_time(S, P, v, cap, dem)
+        else:
+            nd_fac[v, 2] = 1.0 if dem <= cap else cpu_share_time(S, P, v, cap, dem)
         if v > 0:
             u_in += nd_cons[v, BAND_IN] * nd_fac[v, 0]
             u_out += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
@@ -328,7 +335,7 @@ def step_consumption(S, P, t):
         for r in range(N_CRES):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean = S.b_done, S.b_eps, S.nd_work, P.wk_mean
-    b_tau, carry = S.b_tau, P.carry_over
+    b_tau, carry, b_share = S.b_tau, P.carry_over, S.b_share
     sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
         b = b_list[k]
@@ -336,14 +343,15 @@ def step_consumption(S, P, t):
         # The CPU demand before the share: an executing batch finishes iff its remaining
         # work takes at most the node's virtual time at full demand.
         demand = b_cons[b, CPU]
+        ph = b_phase[b]
+        fc = b_share[b] if fifo and ph == EXECUTION else nd_fac[v, 2]  # its CPU factor
         # `_scale`: the node's factors, and for a user's transfers the server's
         b_cons[b, BAND_IN] *= nd_fac[v, 0]
         b_cons[b, BAND_OUT] *= nd_fac[v, 1]
-        b_cons[b, CPU] *= nd_fac[v, 2]
+        b_cons[b, CPU] *= fc
         if v > 0:
             b_cons[b, BAND_IN] *= g_in
             b_cons[b, BAND_OUT] *= g_out
-        ph = b_phase[b]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
         # `_remaining`: (1 - done) x the phase's work (`ops.phase_work`)
         j, n = b_sub[b], b_size[b]
@@ -360,7 +368,7 @@ def step_consumption(S, P, t):
             work = 8.0 * n * sub_out_mb[j]
         need = (1.0 - b_done[b]) * work
         if ph == EXECUTION:
-            done = demand > 0.0 and need / demand <= nd_fac[v, 2]
+            done = demand > 0.0 and need / demand <= fc
         else:
             done = need <= b_cons[b, r]
         if carry:  # when in the step the phase ends, for the next phase to use the rest (D26)
@@ -368,10 +376,10 @@ def step_consumption(S, P, t):
                 tau = -1.0
             elif ph != EXECUTION:
                 tau = need / b_cons[b, r] if need > 0.0 else 0.0
-            elif b_tau[b] >= 0.0:  # set by cpu_share_time on a node short of CPU
+            elif b_tau[b] >= 0.0:  # set by cpu_share_time on a node short of CPU, or fifo
                 tau = b_tau[b]
             else:
-                tau = min(1.0, need / demand / nd_fac[v, 2])
+                tau = min(1.0, need / demand / fc)
             b_tau[b] = tau
             if done:  # the phase lasted tau: so did its use of the other resources
                 for r2 in (BAND_IN, BAND_OUT, CPU):
@@ -482,6 +490,8 @@ def carry_phases(S, P, b, t):
         elif v > 0 and r == BAND_OUT:  # and their uploads go to its inbound link
             rate = min(rate, S.alloc[0, BAND_IN] - S.ser_scons[t, BAND_IN])
         if rate <= 0.0:
+            return
+        if r == CPU and P.fifo and not fifo_turn(S, P, v, b):  # it waits its turn (D28)
             return
         need = phase_work(S, P, b)
         finished = need <= rate * rest
