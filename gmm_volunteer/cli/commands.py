@@ -183,7 +183,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.io.results import write_result
 
-    from gmm_volunteer.cli.compile import compile_stage
+    from gmm_volunteer.cli.feedback import compile_stage
 
     compile_stage(cfg, show=not args.quiet)  # a stage with its own bar, before the run's
     from gmm_volunteer.model.kernels.compile_log import CompileLog

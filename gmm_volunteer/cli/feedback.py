@@ -161,3 +161,42 @@ def announce_compile(dispatchers=None) -> bool:
     _announced = True
     info(COMPILE_NOTICE)
     return True
+
+
+def compile_stage(cfg, show: bool = True) -> int:
+    """Compile the kernels a run of `cfg` calls that numba's cache lacks, as a stage of
+    its own before the run (on a reduced copy of the config, `precompile`), with its own
+    progress bar (``compiling kernels: k/N``), so that a first run does not sit at 0 % of
+    its step bar while numba compiles and its rate counts steps only. Returns how many
+    kernels it compiled (0 when the cache holds them all: nothing is run then). The run's
+    trajectory is unchanged: the compile run is a separate simulation."""
+    if run_kernels_cached(cfg):
+        detail("simulation kernels: compiled code found in the cache")
+        return 0
+    import gmm_volunteer.model.engine  # noqa: F401  (loads every kernel a run calls)
+    from gmm_volunteer.model.precompile import precompile
+
+    run_dispatchers(cfg)  # and this pair's runner; compiles nothing
+    todo = uncached_kernels()
+    if show:
+        info(COMPILE_NOTICE)
+    from tqdm import tqdm
+
+    # N: every loaded kernel missing from the cache, an upper bound (a run need not call
+    # them all); the bar ends at the number actually compiled
+    bar = tqdm(total=len(todo), unit="kernel", desc="compiling kernels", disable=not show,
+               mininterval=0.5, file=sys.stderr)
+    done: set[str] = set()
+
+    def progress(entry) -> None:
+        if entry.name in todo and entry.name not in done:
+            done.add(entry.name)
+            bar.update(1)
+
+    try:
+        precompile(cfg, on_compiled=progress)
+        bar.total = len(done)  # the rest were not needed by this run
+        bar.refresh()
+    finally:
+        bar.close()
+    return len(done)

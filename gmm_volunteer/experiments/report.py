@@ -17,6 +17,7 @@ import xarray as xr
 
 from gmm_volunteer.experiments import analysis, figures, findings, routing_report
 from gmm_volunteer.experiments.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS
+from gmm_volunteer.model.constants import OUTCOMES
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -110,7 +111,7 @@ def _img(fig, alt: str = "figure") -> str:
 
 # Columns of counts: means over seeds of whole numbers, shown without trailing zeros
 # (202, 193.5), never as 202.00.
-COUNT_COLUMNS = ("seeds", "completed", "abandoned", "dropped", "requests", "monitoring calls")
+COUNT_COLUMNS = ("seeds", *OUTCOMES, "requests", "monitoring calls")
 
 
 def _count_text(v: float) -> str:

@@ -30,7 +30,7 @@ from gmm_volunteer.io.bundle import STAGES, Bundle
 from gmm_volunteer.model.kernels.arma import batch_level_statistics
 from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
     BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, DONE, DOWNLOAD, EMPTY, EXECUTION, IDLE, LOADING,
-    MEMORY, N_CRES, N_RES, PAUSED, READY, RESOURCES, STORAGE, UPLOAD,
+    MEMORY, N_CRES, N_RES, PAUSED, PHASES, READY, RESOURCES, STORAGE, UPLOAD,
 )
 from gmm_volunteer.model.structs import ParamsStruct
 
@@ -440,7 +440,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
 
-HAZARD_PHASES = ("download", "execution", "upload")  # phases DOWNLOAD..UPLOAD -> rows 0..2
+HAZARD_PHASES = PHASES  # phases DOWNLOAD..UPLOAD -> rows 0..2 of the hazard arrays
 HAZARD_AGE_TABLE = 4096  # log(age + 1) of batch ages tabulated for the hazards
 
 

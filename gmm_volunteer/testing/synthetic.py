@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import math
 
-from gmm_volunteer.model.constants import RESOURCES
+from gmm_volunteer.model.constants import PHASES, RESOURCES
 
 
 def _arma(phi: float = 0.5, sigma: float | None = None) -> dict:
@@ -197,7 +197,7 @@ def hazard_block(n_types: int, probability: dict | float = 0.5, consumption_coef
     covariate_sd, with c the consumption of the phase's resource; no batch-size or age
     terms, every type alike. With consumption_coef 0 the hazard is constant: a phase
     lasts a geometric number of steps of mean 1 / p."""
-    probs = probability if isinstance(probability, dict) else dict.fromkeys(("download", "execution", "upload"), probability)
+    probs = probability if isinstance(probability, dict) else dict.fromkeys(PHASES, probability)
     resource = {"download": "band_in", "execution": "cpu", "upload": "band_out"}
     phases = {}
     for name, p in probs.items():
