@@ -77,11 +77,23 @@ def check_structure(sim: Simulation) -> None:
 
 
 def check_after_executor(sim: Simulation, t: int) -> None:
-    """Memory and storage use within allocation once the executor has acted."""
+    """Memory and storage use within allocation once the executor has acted.
+
+    The step's memory c_t (`nd_cons`) also holds batches that finished in the step (an
+    upload that ended, or under carry_over a subtask that passed all its phases): their use
+    is past, and the executor cannot abort them. So: what still runs on a node (its
+    batches and running downloads) fits its memory, and the step's total does too unless
+    the executor aborted everything it could (D11)."""
     S = sim.arrays
+    batches = S.b_list[: S.n_b[0]]
+    runs = [d for d in S.dl_list[: S.n_dl[0]] if S.rd_state[S.dl_node[d], S.dl_sub[d]] == LOADING]
     for v in [0] + S.on_list[: S.n_on[0]].tolist():
+        mine = batches[S.b_node[batches] == v]
+        active = S.b_cons[mine, MEMORY].sum() + sum(S.dl_cons[d, MEMORY] for d in runs if S.dl_node[d] == v)
+        assert active <= S.alloc[v, MEMORY] + 1e-6, f"node {v} memory of what runs {active} > {S.alloc[v, MEMORY]}"
         mem = S.nd_cons[v, MEMORY] if S.nd_tstamp[v] == t else 0.0
-        assert mem <= S.alloc[v, MEMORY] + 1e-6, f"node {v} memory {mem} > {S.alloc[v, MEMORY]}"
+        assert mem <= S.alloc[v, MEMORY] + 1e-6 or (mine.size == 0 and not any(S.dl_node[d] == v for d in runs)), \
+            f"node {v} memory {mem} > {S.alloc[v, MEMORY]} with consumers left to abort"
         if v > 0:
             assert S.rd_used[v] <= S.alloc[v, STORAGE] + 1e-6
 
