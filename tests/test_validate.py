@@ -48,7 +48,8 @@ def test_a_bad_config_is_exit_2_naming_the_file_and_key(folder, capsys, override
     cfg = write(folder, BASE)
     assert main(["validate", str(cfg), "--set", override]) == 2
     err = capsys.readouterr().err
-    assert f"gmmv validate: error: {cfg}: {key}" in err
+    # a bad override is blamed on the override, the file it applies to and the key
+    assert f"gmmv validate: error: --set {override} on {cfg}: {key}" in err
 
 
 def test_a_run_too_big_for_memory_is_refused_as_gmmv_run_refuses_it(folder, capsys):
