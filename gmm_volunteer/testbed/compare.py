@@ -216,12 +216,15 @@ def _write_results(args, tables: dict) -> None:
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
             bundles[value] = bundle_digest(load_bundle(value))
+    found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for c in args.configs
+                    for p in args.results.glob(f"{c.stem}-seed*.zarr")}, key=lambda x: (len(x), x))
+    seeds = ", ".join(found)
     for suffix, (table, what) in tables.items():
         resultfile.write(
             Path(f"{args.result_files}{suffix}.md"), table, command=command, bundles=bundles,
             gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
-            note=f"testbed: the stores in {args.results} (gmmv testbed, seeds 1-3); simulator: "
+            note=f"testbed: the stores in {args.results} (gmmv testbed, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
                  + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". Cells: testbed [min, max "
                  "over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - testbed) / testbed); "
