@@ -63,18 +63,6 @@ def _level(S, P, stage, v, size):
 
 
 @njit(cache=True, inline="always")
-def _scale(cons, a, v, S, g_in, g_out):
-    """Apply node factors (and, for user transfers, the server-side ones) to row a."""
-    fac = S.nd_fac
-    cons[a, BAND_IN] *= fac[v, 0]
-    cons[a, BAND_OUT] *= fac[v, 1]
-    cons[a, CPU] *= fac[v, 2]
-    if v > 0:
-        cons[a, BAND_IN] *= g_in
-        cons[a, BAND_OUT] *= g_out
-
-
-@njit(cache=True, inline="always")
 def _remaining(S, P, b):
     """Work batch b still needs in its phase (CPU %-s or Mbit)."""
     return (1.0 - S.b_done[b]) * phase_work(S, P, b)
@@ -345,7 +333,7 @@ def step_consumption(S, P, t):
         demand = b_cons[b, CPU]
         ph = b_phase[b]
         fc = b_share[b] if fifo and ph == EXECUTION else nd_fac[v, 2]  # its CPU factor
-        # `_scale`: the node's factors, and for a user's transfers the server's
+        # `ops.scale_to_shares`: the node's factors, and for a user's transfers the server's
         b_cons[b, BAND_IN] *= nd_fac[v, 0]
         b_cons[b, BAND_OUT] *= nd_fac[v, 1]
         b_cons[b, CPU] *= fc
@@ -431,13 +419,14 @@ def step_completions(S, P, t):
     # merges into one already visited), so a swap-remove only moves visited entries.
     # (Arrays bound once: no pool is replaced inside a step; see step_consumption.)
     b_list, b_done, b_phase, b_node, b_age, n_b, ser_work = S.b_list, S.b_done, S.b_phase, S.b_node, S.b_age, S.n_b, S.ser_work
+    paper = P.paper_progress
     n0 = n_b[0]
     for k in range(n0 - 1, -1, -1):
         if k >= n_b[0]:
             continue
         b = b_list[k]
         if b_done[b] >= 1.0:
-            if b_phase[b] == EXECUTION and not P.paper_progress:  # paper: charged per step (D27)
+            if b_phase[b] == EXECUTION and not paper:  # paper: charged per step (D27)
                 ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
             if P.carry_over:
                 carry_phases(S, P, b, t)

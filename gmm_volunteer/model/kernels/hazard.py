@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.kernels.ops import settle_downloads
+from gmm_volunteer.model.kernels.ops import scale_to_shares, settle_downloads
 from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, N_CRES
 from gmm_volunteer.model.rng import STREAM_HAZARD, uniform
 
@@ -91,14 +91,8 @@ def settle_by_hazard(S, P, t):
     for k in range(S.n_b[0]):
         b = b_list[k]
         v = b_node[b]
-        b_cons[b, BAND_IN] *= nd_fac[v, 0]
-        b_cons[b, BAND_OUT] *= nd_fac[v, 1]
-        b_cons[b, CPU] *= nd_fac[v, 2]
-        if v > 0:
-            b_cons[b, BAND_IN] *= g_in
-            b_cons[b, BAND_OUT] *= g_out
-        else:
-            server_batches += 1
+        scale_to_shares(b_cons, b, v, nd_fac, g_in, g_out)
+        server_batches += v == 0
         h = b_phase[b] - DOWNLOAD
         # the scaled consumption is what the hazard sees: an overcommitted node's batches
         # consume less, and (where the fitted effect is positive) end their phase later

@@ -466,6 +466,19 @@ def accumulate_download(S, P, d, t):
         _add_storage(S, v, delta)
 
 
+@njit(cache=True, inline="always")
+def scale_to_shares(cons, a, v, nd_fac, g_in, g_out):
+    """Row a of `cons`, a consumer on node v, scaled to what it is granted (D9): its node's
+    link and CPU factors and, on a user, the server's link factors g_in (the server's
+    outbound link) and g_out (its inbound one)."""
+    cons[a, BAND_IN] *= nd_fac[v, 0]
+    cons[a, BAND_OUT] *= nd_fac[v, 1]
+    cons[a, CPU] *= nd_fac[v, 2]
+    if v > 0:
+        cons[a, BAND_IN] *= g_in
+        cons[a, BAND_OUT] *= g_out
+
+
 @kernel
 def settle_downloads(S, P, g_in, g_out):
     """What this step's running subtask-data downloads use, under either phase law (D9,
@@ -478,12 +491,7 @@ def settle_downloads(S, P, g_in, g_out):
     for k in range(S.n_dlrun[0]):
         d = dl_run[k]
         v = dl_node[d]
-        dl_cons[d, BAND_IN] *= nd_fac[v, 0]
-        dl_cons[d, BAND_OUT] *= nd_fac[v, 1]
-        dl_cons[d, CPU] *= nd_fac[v, 2]
-        if v > 0:
-            dl_cons[d, BAND_IN] *= g_in
-            dl_cons[d, BAND_OUT] *= g_out
+        scale_to_shares(dl_cons, d, v, nd_fac, g_in, g_out)
         missing = 8.0 * (sub_data_mb[dl_sub[d]] - rd_mb[v, dl_sub[d]])
         if dl_cons[d, BAND_IN] > missing:
             dl_cons[d, BAND_IN] = missing
