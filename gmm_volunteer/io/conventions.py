@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:  # imported where used: a run's preflight reads ROW_CHUNK before any store exists
+    import xarray as xr
 
 from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
 
@@ -265,6 +267,8 @@ def join_units(ds: xr.Dataset) -> xr.Dataset:
     coordinate, with its ``units_coordinate``. Variables whose parts are not all there
     (a selection of a few of them) are left as they are; a dataset with no parts is
     returned as it is."""
+    import xarray as xr
+
     groups: dict[str, list[str]] = {}
     for name, var in ds.data_vars.items():
         if "split_of" in var.attrs:
@@ -324,6 +328,8 @@ def time_coord(steps) -> xr.Variable:
     """The ``time`` coordinate (module docstring) of `steps` steps of 1 s, or of the step
     indices `steps` (an integer array), encoded as integer seconds since the nominal
     start."""
+    import xarray as xr
+
     index = np.arange(steps, dtype=np.int64) if np.ndim(steps) == 0 else np.asarray(steps, np.int64)
     start = np.datetime64(TIME_EPOCH, "s")
     return xr.Variable("time", start + index.astype("timedelta64[s]"), dict(TIME_ATTRS),
@@ -425,6 +431,8 @@ def request_vars(counts: np.ndarray, columns: dict, attrs: dict) -> dict:
     `columns` (from `by_type`) with its attributes from `attrs` and, for the records of
     `REQUEST_DTYPES`, the integer type and ``_FillValue`` it is stored with; and
     ``request_count``."""
+    import xarray as xr
+
     out = {COUNT: xr.Variable((TYPE,), counts, {"long_name": LONG_NAMES[COUNT], "units": "1"})}
     for name, grid in columns.items():
         enc = {}
