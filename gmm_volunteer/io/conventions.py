@@ -79,6 +79,7 @@ REQUEST = "request"
 COUNT = "request_count"
 REQUEST_FILL = -1  # _FillValue of the padding (no request has a negative user, step or code)
 ROW_CHUNK = 1 << 24  # requests of a type per chunk (stored, and made at a time: `by_type`)
+SMALL_GRID = 1 << 18  # padded request records (types x width) `by_type` makes at once, in memory
 # The request records and their integer type on disk; in memory the padded arrays are
 # floats with NaN padding, as xarray decodes them (int8 -> float32, wider -> float64).
 REQUEST_DTYPES = {"request_user": np.int32, "request_start": np.int64, "request_end": np.int64,
@@ -379,21 +380,28 @@ def by_type(codes, n_types: int, columns: dict) -> tuple[np.ndarray, dict]:
     The arrays are lazy, one chunk per `ROW_CHUNK` requests of a type, each made from the
     flat columns when it is computed or written: the padded layout (as wide as the most
     frequent type, in floats) is never held whole, so writing a run's store needs about
-    one chunk more than the run's own request log."""
-    import dask.array as da
-
+    one chunk more than the run's own request log. Records of at most `SMALL_GRID` cells
+    (types x width, 2 MB a column) come as NumPy arrays instead, made at once: the same
+    values and chunks, without importing dask.array (most of a second of a short run)."""
     codes = np.asarray(codes)
     counts = np.array([np.count_nonzero(codes == k) for k in range(n_types)], dtype=np.int64)
     width = int(counts.max()) if counts.size else 0
+    if n_types * width <= SMALL_GRID:
+        out = {}
+        for name, values in columns.items():
+            values = np.asarray(values)
+            dtype = _padded_dtype(values.dtype)
+            rows = [_row_block(values, codes, k, 0, width, dtype) for k in range(n_types)]
+            out[name] = np.concatenate(rows) if rows else np.full((0, width), np.nan, dtype)
+        return counts, out
+    import dask.array as da
+
     edges = list(range(0, width, ROW_CHUNK)) + [width]
     chunks = ((1,) * n_types, tuple(np.diff(edges)) if width else (0,))
     out = {}
     for name, values in columns.items():
         values = np.asarray(values)
         dtype = _padded_dtype(values.dtype)
-        if not width:
-            out[name] = da.full((n_types, 0), np.nan, dtype=dtype)
-            continue
         # A graph written by hand: the flat columns (views of the run's log) go into the
         # tasks as they are, without being hashed for a name.
         key = f"requests-by-type-{name}-{uuid.uuid4().hex}"

@@ -31,8 +31,9 @@ from gmm_volunteer.io import conventions
 from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
 from gmm_volunteer.io.manifest import CorruptStoreError, verify_manifest, write_manifest
 from gmm_volunteer.io.runrecord import RunRecord
-from gmm_volunteer.io.storepath import (COMPLETE_ATTR, OutputPathError, _pid_alive, check_output_path,  # noqa: F401
-                                        clean_stale, is_complete, is_own_store, store_attrs)
+# the store's path and leftovers (io.storepath), under the names they had here
+from gmm_volunteer.io.storepath import (COMPLETE_ATTR, OutputPathError, check_output_path, clean_stale,  # noqa: F401
+                                        is_complete, is_own_store, store_attrs)
 from gmm_volunteer.model.constants import EVENTS, NODE_CLASSES, OUTCOMES, RESOURCE_UNITS, RESOURCES
 from gmm_volunteer.trajectory import POLICY_KINDS, TRAJECTORY_VERSION, policy_key, policy_trajectory_version
 
