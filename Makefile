@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow compile bench experiments autoscale-experiment clean clean-cache
+.PHONY: demo test test-slow compile wheel bench experiments autoscale-experiment clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ demo: $(STAMP)
 # Fill the kernel cache again (after clean-cache, or an edit of the kernels).
 compile: $(STAMP)
 	$(BIN)/gmmv compile configs/quickstart.yaml
+
+# The wheel in dist/, carrying numba's kernel cache of the quickstart compiled on this
+# machine (setup.py), so that its first run after `pip install` here loads the kernels.
+wheel: $(STAMP)
+	rm -rf dist
+	GMMV_KERNEL_CACHE_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m build --outdir dist
 
 test: $(STAMP)
 	$(BIN)/pytest -q

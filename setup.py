@@ -7,11 +7,22 @@
   ``_gmm_volunteer_gymnasium`` with a .pth file that imports it, so that
   ``gymnasium.make("gmm_volunteer/Scheduling-v0")`` works without an import under
   Gymnasium 1.x, which reads no plugin entry points (an editable install does not get
-  them: there, import gmm_volunteer.optimisation first).
+  them: there, import gmm_volunteer.optimisation first);
+* fill numba's kernel cache for the quickstart's policies in the built package and ship
+  it (`_ship_kernel_cache`), so that the first `gmmv run` after `pip install` on a machine
+  like the build machine loads its kernels instead of compiling them for a minute or
+  more (issue 36). numba keys a cache on a content hash of the kernel's source file (not
+  its mtime, which pip does not keep), on the numba and Python versions and on the CPU
+  (target triple, CPU name and features): on another CPU, or with another numba, a run
+  compiles and caches its kernels as it would without the shipped cache.
 """
 
 import importlib.util
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from setuptools import setup
@@ -19,6 +30,23 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 GYM_MODULE = "_gmm_volunteer_gymnasium"
+# The interpreter that compiles the shipped kernel cache: one with the package's
+# dependencies (numba, numpy, ...) and the Python version of the installs it serves.
+# `make wheel` names the project's .venv; unset, the build's own interpreter is used if it
+# has numba (`python -m build --no-isolation`), else the wheel ships no cache. "0" never.
+CACHE_PYTHON_ENV = "GMMV_KERNEL_CACHE_PYTHON"
+# Run in the compiling interpreter: the package must be the one being built (the build
+# folder comes first on PYTHONPATH; an editable install's finder comes after it).
+_COMPILE = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "import gmm_volunteer\n"
+    "where = Path(gmm_volunteer.__file__).resolve()\n"
+    "if not where.is_relative_to(Path(sys.argv[1]).resolve()):\n"
+    "    sys.exit(f'setup.py: compiling the kernel cache imported {where}, not the build')\n"
+    "from gmm_volunteer.cli.commands import main\n"
+    "sys.exit(main(['compile', sys.argv[2], '-q']))\n"
+)
 
 
 def _starter():
@@ -44,6 +72,61 @@ class BuildWithStarter(build_py):
         lib = Path(self.build_lib)
         shutil.copyfile(ROOT / "gmm_volunteer" / "optimisation" / "autoregister.py", lib / f"{GYM_MODULE}.py")
         (lib / "gmm_volunteer-gymnasium.pth").write_text(f"import {GYM_MODULE}\n")
+        _ship_kernel_cache(lib, target / "configs" / "quickstart.yaml")
+
+
+def _cache_python() -> str | None:
+    chosen = os.environ.get(CACHE_PYTHON_ENV)
+    if chosen == "0":
+        return None
+    python = chosen or sys.executable
+    has_numba = subprocess.run([python, "-c", "import numba"], capture_output=True).returncode == 0
+    if not has_numba:
+        if chosen:
+            raise SystemExit(f"setup.py: {CACHE_PYTHON_ENV}={chosen} cannot import numba")
+        return None
+    return python
+
+
+def _shipped_cache_file(path: Path) -> bool:
+    """A file of the shipped kernel cache: numba's index and data files, and the
+    generated runner modules they belong to (`gmm_volunteer.policies.runner`)."""
+    return path.suffix in (".nbi", ".nbc") or (path.parent.name == "runners" and path.suffix == ".py"
+                                               and path.name.startswith("gmmv_runner_"))
+
+
+def _ship_kernel_cache(lib: Path, quickstart: Path) -> None:
+    """Compile the quickstart's kernels (`gmmv compile`) inside the built package, so
+    that numba writes its cache next to the built modules (``__pycache__/*.nbi, *.nbc``)
+    and the wheel carries it,
+    with its runner module, which a run finds instead of writing it)."""
+    lib, quickstart = lib.resolve(), quickstart.resolve()  # the compile runs in a scratch folder
+    python = _cache_python()
+    if python is None:
+        print(f"setup.py: no interpreter with numba ({CACHE_PYTHON_ENV}); the wheel ships no "
+              "kernel cache, and the first run compiles its kernels", file=sys.stderr)
+        return
+    package = lib / "gmm_volunteer"
+    for stale in [p for p in package.rglob("*") if "__pycache__" in p.parts and p.is_file()]:
+        stale.unlink()  # an earlier build's files in a reused build folder
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CACHE_DIR", "GMMV_RUNNER_DIR", "PYTHONPATH", "NUMBA_DISABLE_JIT")}
+    env.update(PYTHONPATH=str(lib), PYTHONDONTWRITEBYTECODE="1")
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = subprocess.run([python, "-c", _COMPILE, str(lib), str(quickstart)], cwd=scratch, env=env,
+                              capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"setup.py: compiling the kernel cache failed (exit {proc.returncode}):\n"
+                         f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    for path in sorted(package.rglob("*")):
+        # only numba's files and the quickstart's generated runner (so that a run sees its
+        # kernels cached before it generates the runner) may sit in a __pycache__ of the wheel
+        if path.is_file() and "__pycache__" in path.parts and not _shipped_cache_file(path):
+            path.unlink()
+    shipped = [p for p in package.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    size = sum(p.stat().st_size for p in shipped)
+    print(f"setup.py: shipping numba's kernel cache of the quickstart: {len(shipped)} files, "
+          f"{size / 1e6:.1f} MB, {proc.stdout.strip()}", file=sys.stderr)
 
 
 setup(cmdclass={"build_py": BuildWithStarter})

@@ -1,6 +1,6 @@
 """Benchmark runner: `python -m benchmarks.run` (also `make bench`).
 
-Four sections (docs in benchmarks/README.md); every per-step cost is also given as a
+Six sections (docs in benchmarks/README.md); every per-step cost is also given as a
 ratio to the limit probe (benchmarks/probe.py) of the same population, measured in the
 same bench run and round-robin with the runs (median over the repeats):
 
@@ -16,6 +16,8 @@ same bench run and round-robin with the runs (median over the repeats):
   active requests, active subtasks and consumption samples (active batches + running
   downloads), to show that the cost grows linearly with them; and the memory per
   registered user.
+- startup, firstrun: warm start-up of `gmmv run` to its first step, and the first run of
+  the quickstart after `pip install` of the wheel (benchmarks/startup.py).
 
 Every timed run is a fresh child process (`python -m benchmarks.one`); a failing child is
 reported with its stderr and the runner goes on. Results: aligned text tables on stdout
@@ -40,6 +42,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks import startup
 from benchmarks.one import MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +52,7 @@ FORMAT = "gmmv-bench"
 FORMAT_VERSION = 1
 
 SCHEDULERS = ("centralized", "uniform", "affinity")
-SECTIONS = ("compile", "main", "large", "scaling", "closed")
+SECTIONS = ("compile", "main", "large", "scaling", "closed", "startup", "firstrun")
 MAIN_USERS = (1000, 10000)
 MAIN_STEPS = 100_000
 # The 100,000-user figure: a window of steps after the start-up transient.
@@ -630,6 +633,10 @@ def render(doc: dict) -> str:
     if any(prov):
         parts += ["", "Model bundle: the default bundle is marked provisional; numbers will "
                       "move when it is replaced by a fitted one."]
+    if "startup" in secs and "row" in secs["startup"]:
+        parts += startup.render_startup(secs["startup"], _fmt, table)
+    if "firstrun" in secs and "row" in secs["firstrun"]:
+        parts += startup.render_firstrun(secs["firstrun"], _fmt, table)
     if doc["failures"]:
         parts += ["", f"FAILED child runs: {len(doc['failures'])} (stderr in the JSON file)"]
         parts += [f"  {f['label']}: users={f['users']} scheduler={f['scheduler']} "
@@ -708,6 +715,8 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=float, default=0,
                     help="seconds after which a child run is killed and reported (0 = none)")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the child runs")
+    ap.add_argument("--wheel", type=Path, default=None,
+                    help="firstrun: install this wheel instead of building one as `make wheel` does")
     args = ap.parse_args(argv)
 
     if args.only:
@@ -727,7 +736,7 @@ def parse_args(argv=None):
         "+custom" if any(x is not None for x in given) or args.scaling_scheduler != SCALING_SCHEDULER
         else "")
     # A cold compile takes minutes per scheduler: --quick leaves it out unless --only asks.
-    args.sections = args.only or [x for x in SECTIONS if not (q and x in ("compile", "large"))]
+    args.sections = args.only or [x for x in SECTIONS if not (q and x in ("compile", "large", "firstrun"))]
     args.repeats = args.repeats or (1 if q else 3)
     args.compile_repeats = args.compile_repeats or 1
     args.schedulers = args.schedulers or list(SCHEDULERS)
@@ -805,6 +814,16 @@ def main(argv=None) -> int:
                 closed_network.QUICK_USERS if args.quick else closed_network.USERS,
                 closed_network.QUICK_HORIZON_S if args.quick else closed_network.HORIZON_S,
                 args.repeats, processes=not args.quick)
+        for name, run in (("startup", lambda: startup.section_startup(args.python)),
+                          ("firstrun", lambda: startup.section_firstrun(args.python, args.repeats, args.wheel))):
+            if name in args.sections:
+                print(f"{name}:", flush=True)
+                try:
+                    doc["sections"][name] = run()
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    print(f"  FAILED: {exc}", file=sys.stderr, flush=True)
+                    R.failures.append({"label": name, "users": None, "scheduler": None, "steps": None,
+                                       "returncode": -1, "stderr_tail": str(exc)[-4000:]})
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; writing the sections that finished", file=sys.stderr)

@@ -42,7 +42,7 @@ class FakeEngine:
         self.calls = []
         self.behaviour = behaviour
 
-    def simulate(self, cfg, progress=True):
+    def simulate(self, cfg, progress=True, bundle=None):
         self.calls.append((cfg, progress))
         if self.behaviour is not None:
             raise self.behaviour
@@ -367,7 +367,7 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
     monkeypatch.setattr(precompile_mod, "precompile", fake_precompile)
     seen = []  # stderr up to the moment the engine starts
 
-    def spy(cfg, progress=True):
+    def spy(cfg, progress=True, bundle=None):
         seen.append(capsys.readouterr().err)
         return engine.simulate(cfg, progress)
 

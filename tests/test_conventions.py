@@ -147,9 +147,12 @@ def test_plain_open_zarr_gives_quantiles_per_request_type(tmp_path):
 
 def test_long_rows_are_split_into_chunks(tmp_path, monkeypatch):
     """A type with more than ROW_CHUNK requests spans several chunks, in memory and on
-    disk, with the same records as one chunk."""
+    disk, with the same records as one chunk (the records of a small run are made at
+    once, in NumPy: `SMALL_GRID`; the chunked path with it set to 0)."""
     rec = make_record(seed=6, steps=60, n_requests=100)
+    assert isinstance(build_dataset(rec)["request_latency"].data, np.ndarray)  # small: made at once
     whole = open_result(write_result(rec, tmp_path / "whole.zarr")).load()
+    monkeypatch.setattr(conventions, "SMALL_GRID", 0)
     monkeypatch.setattr(conventions, "ROW_CHUNK", 7)
     built = build_dataset(rec)
     assert set(built["request_latency"].chunks[1][:-1]) == {7}

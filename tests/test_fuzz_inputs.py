@@ -58,7 +58,7 @@ def place(tmp_path_factory):
 def stopping_engine():
     module = types.ModuleType("gmm_volunteer.model.engine")
 
-    def simulate(cfg, progress=True):
+    def simulate(cfg, progress=True, bundle=None):
         raise KeyboardInterrupt
 
     module.simulate = simulate

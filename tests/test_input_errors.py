@@ -37,7 +37,7 @@ def engine(monkeypatch):
     calls = []
     module = types.ModuleType("gmm_volunteer.model.engine")
 
-    def simulate(cfg, progress=True):
+    def simulate(cfg, progress=True, bundle=None):
         calls.append(cfg)
         return fake_simulate(cfg, progress)
 

@@ -4,10 +4,12 @@ with the starter files (`gmm_volunteer.starter`) byte for byte the repository's,
 installed into a fresh virtual environment, it writes the starter files (`gmmv init`) and
 runs the written quickstart, runs `gmmv tune` on its shipped default config and makes
 the Gymnasium environment by its plain id without an import, from a folder outside the
-repository.
+repository. Built as `make wheel` builds it, the wheel carries numba's kernel cache of
+the quickstart (setup.py), which the installation loads instead of compiling.
 
-Unmarked, so that `make test` (CI) runs it: a fresh installation compiles the kernels of
-one policy pair (`weighted` with the default executor) once, used by all three. The
+Unmarked, so that `make test` (CI) runs it: the build compiles the quickstart's kernels
+once, and the fresh installation those of one more policy pair (`weighted` with the
+default executor), used by the run, `tune` and the environment. The
 fresh environment gets the wheel itself with pip (no dependencies) and finds the
 dependencies, already installed for the tests, through a .pth line naming this
 environment's site-packages: a path on sys.path, not a site folder, so an editable
@@ -39,14 +41,17 @@ def sh(args, cwd, env=None, timeout=900):
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """Build the sdist, then the wheel from it (`python -m build`), with a stray
-    generated runner module planted in the work tree."""
+    """Build the sdist, then the wheel from it (`python -m build`, with this interpreter
+    compiling the shipped kernel cache, as `make wheel` has it), with a stray generated
+    runner module planted in the work tree."""
     out = tmp_path_factory.mktemp("dist")
     RUNNERS.mkdir(parents=True, exist_ok=True)
     stray = RUNNERS / "gmmv_runner_wheel_probe.py"
     stray.write_text("raise ImportError('a generated module that must not ship')\n")
     try:
-        sh([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out)
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "GMMV_RUNNER_DIR")}
+        sh([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out,
+           env={**env, "GMMV_KERNEL_CACHE_PYTHON": sys.executable})
     finally:
         stray.unlink()
     wheels = list(out.glob("gmm_volunteer-*.whl"))
@@ -77,7 +82,15 @@ def test_the_wheel_holds_the_package_its_data_and_nothing_else(wheel):
     assert pth == "import _gmm_volunteer_gymnasium\n"
     assert zipfile.ZipFile(wheel).read("_gmm_volunteer_gymnasium.py") == \
         (ROOT / "gmm_volunteer" / "optimisation" / "autoregister.py").read_bytes()
-    assert not [n for n in names if "__pycache__" in n]
+    # In __pycache__ folders only the shipped kernel cache: numba's index and data files
+    # and the generated runner of the quickstart's policies (not the stray one planted)
+    cached = [n for n in names if "__pycache__" in n]
+    runners = [n for n in cached if n.endswith(".py")]
+    assert [n for n in cached if not n.endswith((".nbi", ".nbc", ".py"))] == []
+    assert len(runners) == 1 and runners[0].startswith("gmm_volunteer/policies/__pycache__/runners/gmmv_runner_")
+    assert not [n for n in names if "wheel_probe" in n]
+    assert [n for n in cached if n.startswith("gmm_volunteer/model/kernels/__pycache__/step.dynamics_step-")
+            and n.endswith(".nbi")], "the step kernel's cache index is not in the wheel"
     for data in ("gmm_volunteer/configs/scheduling_env.yaml", "gmm_volunteer/bundles/default/bundle.yaml",
                  "gmm_volunteer/py.typed"):
         assert data in names
@@ -100,7 +113,7 @@ def test_the_wheels_starter_files_are_the_repositorys(wheel):
 
 def test_the_installed_wheel_runs_tunes_and_makes_the_environment_outside_the_repository(fresh, tmp_path):
     py, gmmv = fresh / "bin" / "python", fresh / "bin" / "gmmv"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GMMV_RUNNER_DIR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GMMV_RUNNER_DIR", "NUMBA_CACHE_DIR")}
     # nothing named `fitting` on the import path (the old alias is served by the package's
     # import hook only once gmm_volunteer is imported); the package is the wheel's
     where = sh([str(py), "-c", "import importlib.util as u; print(u.find_spec('fitting')); "
@@ -111,6 +124,9 @@ def test_the_installed_wheel_runs_tunes_and_makes_the_environment_outside_the_re
     # The starter files, and the written quickstart run (shrunk, with the policy pair this
     # test compiles anyway) from the folder init wrote, as README's quickstart says.
     sh([str(gmmv), "init", "work", "-q"], cwd=tmp_path, env=env)
+    # the quickstart's kernels come with the wheel: the installation compiles none of them
+    compiled = sh([str(gmmv), "compile", "configs/quickstart.yaml"], cwd=tmp_path / "work", env=env).stdout
+    assert "no kernel compiled (all loaded from numba's cache)" in compiled, compiled
     sh([str(gmmv), "run", "configs/quickstart.yaml", "--set", "steps=60", "--set", "users.count=20",
         "--set", "scheduler=weighted", "-q"], cwd=tmp_path / "work", env=env)
     assert (tmp_path / "work" / "results" / "quickstart.zarr").is_dir()

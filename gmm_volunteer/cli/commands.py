@@ -128,7 +128,7 @@ def check_store_output(out, force: bool, option: str = "-o") -> Path:
     a store this program wrote replaced, with --force. `option` names where the path
     came from in the message."""
     from gmm_volunteer.cli.outputs import check_output_target
-    from gmm_volunteer.io.results import OutputPathError, check_output_path
+    from gmm_volunteer.io.storepath import OutputPathError, check_output_path
 
     check_output_target(out, option)
     try:
@@ -141,7 +141,7 @@ def prepare_store_output(args: argparse.Namespace, cfg, command: str) -> Path:
     """The result store a run of `cfg` writes (-o, else output.path, else the default),
     checked before the run so that a long one is not wasted: only a store this program
     wrote is ever replaced, and only with --force. Sets `cfg.output.path`."""
-    from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
+    from gmm_volunteer.io.storepath import OutputPathError, check_output_path, clean_stale
 
     out = Path(args.output) if args.output else cfg.output_path(args.config)
     out = check_store_output(out, args.force, "-o" if args.output else "output.path")
@@ -170,7 +170,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     try:
         cfg = load_config(args.config, args.set or ())
-        check_start(cfg, str(args.config))  # the bundle, memory, policies: before any work
+        bundle = check_start(cfg, str(args.config))  # the bundle, memory, policies: before any work
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 
@@ -181,7 +181,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "
                     f"executor {cfg.executor}, seed {cfg.seed}, model {cfg.model} -> {out}")
     from gmm_volunteer.model.engine import simulate
-    from gmm_volunteer.io.results import write_result
 
     from gmm_volunteer.cli.feedback import compile_stage
 
@@ -189,9 +188,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     with CompileLog().listening() as compiled:  # -v reports what the run had to compile
-        record = simulate(cfg, progress=not args.quiet)
+        record = simulate(cfg, progress=not args.quiet, bundle=bundle)
     feedback.detail(f"simulated in {record.attrs.get('wall_time_s', float('nan')):.1f} s; "
                     f"kernels: {compiled.summary()}")
+    from gmm_volunteer.io.results import write_result  # xarray and zarr: after the run, not before its first step
+
     write_result(record, out, overwrite=args.force)
     print(f"wrote {out}")
     return EXIT_OK

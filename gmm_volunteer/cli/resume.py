@@ -22,7 +22,7 @@ def _output(out: Path, force: bool, option: str = "-o") -> Path:
     """Checks of `gmmv run`'s output path and of its checkpoint folder's (before anything
     is simulated)."""
     from gmm_volunteer.cli.outputs import check_output_target
-    from gmm_volunteer.io.results import OutputPathError, check_output_path, clean_stale
+    from gmm_volunteer.io.storepath import OutputPathError, check_output_path, clean_stale
     from gmm_volunteer.model.checkpoint import checkpoint_dir
 
     check_output_target(out, option)  # a place this process can write: the store and its checkpoints

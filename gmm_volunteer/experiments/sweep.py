@@ -501,7 +501,7 @@ def _remove_stale_tmp(runs: list[RunSpec]) -> None:
     # be (re)done are ours (their writers may have run on other machines, so the pid is
     # not checked); do not run two sweeps on one output directory at once. Only what
     # looks like a partial store is removed.
-    from gmm_volunteer.io.results import _looks_like_partial_store
+    from gmm_volunteer.io.storepath import _looks_like_partial_store
 
     for r in runs:
         for tmp in r.path.parent.glob(f"{r.path.name}.tmp-*"):

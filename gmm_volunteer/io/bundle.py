@@ -468,7 +468,7 @@ def clean_bundle_leftovers(dest: Path) -> list[str]:
     folders that are provably a bundle writer's): an unfinished write is removed; a
     replaced bundle is removed when a bundle is at `dest` and renamed back when nothing
     is. Anything else is left alone. Returns one line per action."""
-    from gmm_volunteer.io.results import _pid_alive
+    from gmm_volunteer.io.storepath import _pid_alive
 
     notes: list[str] = []
     try:

@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:  # imported where used: a run's preflight reads ROW_CHUNK before any store exists
+    import xarray as xr
 
 from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
 
@@ -77,6 +79,7 @@ REQUEST = "request"
 COUNT = "request_count"
 REQUEST_FILL = -1  # _FillValue of the padding (no request has a negative user, step or code)
 ROW_CHUNK = 1 << 24  # requests of a type per chunk (stored, and made at a time: `by_type`)
+SMALL_GRID = 1 << 18  # padded request records (types x width) `by_type` makes at once, in memory
 # The request records and their integer type on disk; in memory the padded arrays are
 # floats with NaN padding, as xarray decodes them (int8 -> float32, wider -> float64).
 REQUEST_DTYPES = {"request_user": np.int32, "request_start": np.int64, "request_end": np.int64,
@@ -265,6 +268,8 @@ def join_units(ds: xr.Dataset) -> xr.Dataset:
     coordinate, with its ``units_coordinate``. Variables whose parts are not all there
     (a selection of a few of them) are left as they are; a dataset with no parts is
     returned as it is."""
+    import xarray as xr
+
     groups: dict[str, list[str]] = {}
     for name, var in ds.data_vars.items():
         if "split_of" in var.attrs:
@@ -324,6 +329,8 @@ def time_coord(steps) -> xr.Variable:
     """The ``time`` coordinate (module docstring) of `steps` steps of 1 s, or of the step
     indices `steps` (an integer array), encoded as integer seconds since the nominal
     start."""
+    import xarray as xr
+
     index = np.arange(steps, dtype=np.int64) if np.ndim(steps) == 0 else np.asarray(steps, np.int64)
     start = np.datetime64(TIME_EPOCH, "s")
     return xr.Variable("time", start + index.astype("timedelta64[s]"), dict(TIME_ATTRS),
@@ -373,21 +380,28 @@ def by_type(codes, n_types: int, columns: dict) -> tuple[np.ndarray, dict]:
     The arrays are lazy, one chunk per `ROW_CHUNK` requests of a type, each made from the
     flat columns when it is computed or written: the padded layout (as wide as the most
     frequent type, in floats) is never held whole, so writing a run's store needs about
-    one chunk more than the run's own request log."""
-    import dask.array as da
-
+    one chunk more than the run's own request log. Records of at most `SMALL_GRID` cells
+    (types x width, 2 MB a column) come as NumPy arrays instead, made at once: the same
+    values and chunks, without importing dask.array (most of a second of a short run)."""
     codes = np.asarray(codes)
     counts = np.array([np.count_nonzero(codes == k) for k in range(n_types)], dtype=np.int64)
     width = int(counts.max()) if counts.size else 0
+    if n_types * width <= SMALL_GRID:
+        out = {}
+        for name, values in columns.items():
+            values = np.asarray(values)
+            dtype = _padded_dtype(values.dtype)
+            rows = [_row_block(values, codes, k, 0, width, dtype) for k in range(n_types)]
+            out[name] = np.concatenate(rows) if rows else np.full((0, width), np.nan, dtype)
+        return counts, out
+    import dask.array as da
+
     edges = list(range(0, width, ROW_CHUNK)) + [width]
     chunks = ((1,) * n_types, tuple(np.diff(edges)) if width else (0,))
     out = {}
     for name, values in columns.items():
         values = np.asarray(values)
         dtype = _padded_dtype(values.dtype)
-        if not width:
-            out[name] = da.full((n_types, 0), np.nan, dtype=dtype)
-            continue
         # A graph written by hand: the flat columns (views of the run's log) go into the
         # tasks as they are, without being hashed for a name.
         key = f"requests-by-type-{name}-{uuid.uuid4().hex}"
@@ -425,6 +439,8 @@ def request_vars(counts: np.ndarray, columns: dict, attrs: dict) -> dict:
     `columns` (from `by_type`) with its attributes from `attrs` and, for the records of
     `REQUEST_DTYPES`, the integer type and ``_FillValue`` it is stored with; and
     ``request_count``."""
+    import xarray as xr
+
     out = {COUNT: xr.Variable((TYPE,), counts, {"long_name": LONG_NAMES[COUNT], "units": "1"})}
     for name, grid in columns.items():
         enc = {}

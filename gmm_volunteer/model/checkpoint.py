@@ -301,7 +301,7 @@ def _remove_checkpoint(path: Path) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
-    from gmm_volunteer.io.results import _pid_alive as alive
+    from gmm_volunteer.io.storepath import _pid_alive as alive
 
     return alive(pid)
 

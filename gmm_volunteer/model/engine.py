@@ -324,6 +324,7 @@ class Simulation:
         return {"policy_series": series, "policy_coords": coords}
 
 
-def simulate(cfg, progress: bool = True) -> RunRecord:
-    """Run one trajectory of `cfg` (a validated RunConfig) and return its record."""
-    return Simulation(cfg).run(progress=progress)
+def simulate(cfg, progress: bool = True, bundle=None) -> RunRecord:
+    """Run one trajectory of `cfg` (a validated RunConfig) and return its record;
+    `bundle`: its model bundle when already loaded (`preflight.check_start` returns it)."""
+    return Simulation(cfg, bundle).run(progress=progress)
