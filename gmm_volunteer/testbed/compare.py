@@ -105,14 +105,18 @@ def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str]]:
 
 
 def _load(tb_ds) -> str:
-    """The machine's 1-minute load average at the testbed runs' start, mean and range."""
+    """The machine's 1-minute load average at the testbed runs' start, mean and range, and
+    its CPU model (both recorded from 0.8.1)."""
     import json
 
-    loads = [json.loads(d.attrs["testbed"]).get("load_average", {}).get("start", [None])[0] for d in tb_ds]
+    accounts = [json.loads(d.attrs["testbed"]) for d in tb_ds]
+    loads = [a.get("load_average", {}).get("start", [None])[0] for a in accounts]
     loads = [x for x in loads if x is not None]
-    if not loads:
-        return "not recorded"
-    return f"{np.mean(loads):.1f} [{min(loads):.1f}, {max(loads):.1f}]"
+    cpus = sorted({a["machine"]["cpu_model"] for a in accounts if "machine" in a})
+    text = f"{np.mean(loads):.1f} [{min(loads):.1f}, {max(loads):.1f}]" if loads else "not recorded"
+    if len(loads) < len(accounts):
+        text += f" ({len(accounts) - len(loads)} of {len(accounts)} runs before 0.8.1 not recorded)"
+    return text + (f"; {', '.join(cpus)}" if cpus else "")
 
 
 def _per_run(stats: dict) -> dict:
@@ -216,7 +220,7 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                            mech_rows)
     from gmm_volunteer.testbed import verdict
 
-    headline = _markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min)"]
+    headline = _markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
                          + [f"{k}: testbed ± 95 % / sim (error, verdict; target {t * 100:.0f} %)"
                             for k, t in verdict.TARGETS.items()] + ["case verdict"], head_rows)
     if figure is not None and curves:
