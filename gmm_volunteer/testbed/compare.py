@@ -310,7 +310,7 @@ DEFAULT_NOTE = ("Cells: testbed [min, max over its runs] / simulator [5 %, 95 % 
                 "testbed) / testbed); latencies of completed requests pooled over the runs.")
 
 
-def _write_results(args, tables: dict) -> None:
+def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> None:
     """The tables as result files, their header from what the testbed stores recorded."""
     import shlex
 
@@ -322,7 +322,8 @@ def _write_results(args, tables: dict) -> None:
     command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
     bundles = {resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]}
-    for o in args.sim_set:  # a bundle the simulator ran instead
+    tried = [o.strip() for cand in args.candidate for o in cand.split(";")]
+    for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
         key, _, value = o.partition("=")
         if key == "model":
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
@@ -333,12 +334,12 @@ def _write_results(args, tables: dict) -> None:
     seeds = ", ".join(found)
     for suffix, (table, what) in tables.items():
         resultfile.write(
-            Path(f"{args.result_files}{suffix}.md"), table, command=command, bundles=bundles,
+            Path(f"{prefix}{suffix}.md"), table, command=command, bundles=bundles,
             gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
             note=f"testbed: the stores in {args.results} (gmmv testbed, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
-                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". " + NOTES.get(suffix, DEFAULT_NOTE))
+                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". " + notes.get(suffix, DEFAULT_NOTE))
 
 
 def main(argv=None) -> int:
@@ -352,6 +353,10 @@ def main(argv=None) -> int:
     p.add_argument("--result-files", metavar="PREFIX", type=Path,
                    help="also write the tables as committed result files PREFIX.md, PREFIX-types.md, "
                         "PREFIX-mechanisms.md (docs/results/README.md)")
+    p.add_argument("--headline-file", metavar="PATH", type=Path,
+                   help="also write the headline (each case within target, outside, or cannot decide) as a "
+                        "committed result file, and with --candidate the calibration beside it as "
+                        "PATH-calibration.md")
     p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
     p.add_argument("--calibration", default="", metavar="CASE,CASE",
                    help="the held-out protocol: the cases (config stems) the simulator may be calibrated on; "
@@ -377,11 +382,14 @@ def main(argv=None) -> int:
         tables["-calibration"] = (cal_table, "the held-out protocol's calibration")
     headline, table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure,
                                                       args.sim_set, calibration)
-    tables.update({"": (headline, "per case: within target, outside, or cannot decide"),
-                   "-detail": (table, "per case in detail"), "-types": (type_table, "per request type"),
-                   "-mechanisms": (mech_table, "where the time goes")})
+    if args.headline_file is not None:
+        stem = str(args.headline_file).removesuffix(".md")
+        _write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},
+                       Path(stem))
     if args.result_files is not None:
-        _write_results(args, tables)
+        _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
+                              "-mechanisms": (mech_table, "where the time goes")}, args.result_files,
+                       notes={"": DEFAULT_NOTE})
     print(headline)
     print()
     print(table)
