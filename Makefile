@@ -40,7 +40,9 @@ autoscale-experiment: $(STAMP)
 	$(BIN)/gmmv sweep configs/experiments/autoscalers.yaml
 	$(BIN)/gmmv report results/autoscalers -o results/autoscalers/report.html
 
+# The closed-network section needs the event-driven reference's SimPy (extra `bench`).
 bench: $(STAMP)
+	$(BIN)/python -c "import simpy" 2>/dev/null || $(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m benchmarks.run
 
 clean:

@@ -49,7 +49,7 @@ FORMAT = "gmmv-bench"
 FORMAT_VERSION = 1
 
 SCHEDULERS = ("centralized", "uniform", "affinity")
-SECTIONS = ("compile", "main", "large", "scaling")
+SECTIONS = ("compile", "main", "large", "scaling", "closed")
 MAIN_USERS = (1000, 10000)
 MAIN_STEPS = 100_000
 # The 100,000-user figure: a window of steps after the start-up transient.
@@ -622,6 +622,10 @@ def render(doc: dict) -> str:
                   "KB/user = (peak MB - MB after import) / users; marginal KB/user = "
                   "extra peak MB per extra user relative to the row above (KiB)"]
         parts += _probe_lines(sc)
+    if "closed" in secs:
+        from benchmarks import closed_network
+
+        parts += ["", closed_network.render(secs["closed"])]
     prov = [r.get("model_provisional") for s in secs.values() for r in s.get("rows", [])]
     if any(prov):
         parts += ["", "Model bundle: the default bundle is marked provisional; numbers will "
@@ -673,7 +677,7 @@ def parse_args(argv=None):
                          f"{QUICK_SCALING_STEPS:,} steps, 1 repeat, no compile section "
                          "(add it with --only compile,main,scaling)")
     ap.add_argument("--only", type=_name_list, default=None, metavar="SECTIONS",
-                    help="comma-separated subset of: compile, main, large, scaling")
+                    help="comma-separated subset of: compile, main, large, scaling, closed")
     ap.add_argument("--steps", type=int, default=None,
                     help=f"steps of the main runs (default {MAIN_STEPS:,})")
     ap.add_argument("--users", type=_int_list, default=None, metavar="N,N",
@@ -793,6 +797,14 @@ def main(argv=None) -> int:
             doc["sections"]["scaling"] = section_scaling(
                 R, args.scaling_scheduler, args.scaling_users, args.scaling_steps,
                 args.scaling_large_steps, args.repeats, args.quick)
+        if "closed" in args.sections:  # the closed network against an event-driven reference
+            from benchmarks import closed_network
+
+            print("closed:", flush=True)
+            doc["sections"]["closed"] = closed_network.section(
+                closed_network.QUICK_USERS if args.quick else closed_network.USERS,
+                closed_network.QUICK_HORIZON_S if args.quick else closed_network.HORIZON_S,
+                args.repeats, processes=not args.quick)
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted; writing the sections that finished", file=sys.stderr)

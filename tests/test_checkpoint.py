@@ -256,6 +256,22 @@ def test_mismatched_checkpoints_are_refused(saved, capsys, monkeypatch, syntheti
     assert is_complete(config.parent / "out.zarr") and not folder.exists()
 
 
+def test_a_checkpoint_with_the_legacy_digest_of_its_bundle_resumes(saved):
+    # Checkpoints of 0.8.0 made before issue 35 recorded the digest of the whole bundle
+    # (stamp and provenance included): that digest of the same bundle is the same model.
+    from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest, load_bundle
+
+    config, folder, step = saved
+    manifest = json.loads((step / ck.MANIFEST).read_text())
+    bundle = load_bundle(yaml.safe_load(config.read_text())["model"])
+    assert manifest["model_sha256"] == bundle_digest(bundle) != legacy_bundle_digest(bundle)
+    edited = dict(manifest, model_sha256=legacy_bundle_digest(bundle))
+    edited["sha256"] = ck.seal(edited)
+    (step / ck.MANIFEST).write_text(json.dumps(edited))
+    assert main(["run", "--resume", str(folder), "-q"]) == 0
+    assert is_complete(config.parent / "out.zarr")
+
+
 def test_unfinished_and_foreign_entries(saved, capsys):
     config, folder, step = saved
     # An unfinished checkpoint of a writer that is gone (pid 2**22 + 1 exceeds pid_max

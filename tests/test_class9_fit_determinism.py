@@ -2,7 +2,8 @@
 same bundle run to run, whatever the BLAS thread count or the load.
 
 Two fits in separate processes (as a user runs them) must give bundles with the same
-digest. `SOURCE_DATE_EPOCH` fixes the `created` stamp, which is part of the digest.
+digest, whenever they run: the digest leaves out the `created` stamp and the
+`provenance` (`bundle.DESCRIPTIVE_KEYS`), so each fit below gets a stamp of its own.
 0.7.0 asked for one BLAS thread only through environment variables set after numpy had
 loaded (too late) and through threadpoolctl when installed (it was not), so a fit took
 as many threads as the environment gave it."""
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gmm_volunteer.fitting.fit import fit_bundle
 from gmm_volunteer.fitting.synthetic import SyntheticSpec, write_synthetic_traces
-from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest, load_bundle
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +29,7 @@ def _fits_at_once(traces: Path, tmp_path: Path, threads: tuple[str, ...], *extra
     once, so that each runs under the others' CPU load."""
     procs, outs = [], []
     for k, n in enumerate(threads):
-        env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600", OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(1767225600 + k), OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
                    MKL_NUM_THREADS=n)
         out = tmp_path / f"bundle-{k}-threads{n}"
         outs.append(out)
@@ -36,7 +38,34 @@ def _fits_at_once(traces: Path, tmp_path: Path, threads: tuple[str, ...], *extra
     for proc in procs:
         _, err = proc.communicate(timeout=3600)
         assert proc.returncode == 0, err
-    return [bundle_digest(load_bundle(out)) for out in outs]
+    return _digests(outs)
+
+
+def _digests(outs: list[Path]) -> list[str]:
+    """The bundles' digests, after checking that their stamps differ (so the digests'
+    agreement does not come from equal stamps)."""
+    bundles = [load_bundle(out) for out in outs]
+    assert len({b.created for b in bundles}) == len(bundles)
+    return [bundle_digest(b) for b in bundles]
+
+
+def test_two_fits_at_two_times_from_two_spellings_of_the_path_have_one_digest(tmp_path):
+    """The stamp and the traces path as typed change `bundle.yaml` but not the model, nor
+    its digest; the legacy digest (the whole bundle) did change."""
+    traces = tmp_path / "traces"
+    write_synthetic_traces(traces, SyntheticSpec(duration_s=600, n_types=2, batch_sizes=(1, 5), reps=2,
+                                                 download_reps=1))
+    outs = [fit_bundle(path, tmp_path / f"b{k}", candidates=[(1, 0)], degrees=(1,), report=False, created=when)
+            for k, (path, when) in enumerate([(str(traces), "2026-01-01T00:00:00Z"),
+                                              (f"{traces}/", "2026-01-01T00:00:01Z")])]
+    first, second = (load_bundle(out) for out in outs)
+    assert first.provenance != second.provenance and first.created != second.created
+    assert first.model_dump(exclude={"created", "provenance"}) == second.model_dump(exclude={"created", "provenance"})
+    assert bundle_digest(first) == bundle_digest(second)
+    assert legacy_bundle_digest(first) != legacy_bundle_digest(second)
+    # any number of the model does enter the digest
+    other = first.model_copy(update={"derived_base_profile": {**first.derived_base_profile, "cpu_pct": 1.0}})
+    assert bundle_digest(other) != bundle_digest(first)
 
 
 def test_fits_use_one_blas_thread_whatever_the_environment_asks():
@@ -64,16 +93,16 @@ def test_class7_fits_under_different_thread_counts_and_load_have_one_digest(tmp_
 
 
 def _fit_twice(traces: Path, tmp_path: Path, *extra: str) -> list[str]:
-    env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
-    digests = []
+    outs = []
     for k in range(2):
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(1767225600 + k))
         out = tmp_path / f"bundle{k}"
+        outs.append(out)
         proc = subprocess.run([sys.executable, "-m", "gmm_volunteer.cli", "fit", str(traces), "-o", str(out),
                                "--no-report", "-q", *extra], env=env, capture_output=True, text=True,
                               timeout=3600)
         assert proc.returncode == 0, proc.stderr
-        digests.append(bundle_digest(load_bundle(out)))
-    return digests
+    return _digests(outs)
 
 
 @pytest.mark.slow  # two fits: about 6 CPU-minutes

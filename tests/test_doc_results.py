@@ -248,7 +248,7 @@ def test_the_check_command_exits_1_naming_the_problem(tmp_path, capsys):
     assert main(["results", "check", "--root", str(tmp_path / "ok")]) == 0
 
 
-def _fake_sweep(tmp_path):
+def _fake_sweep(tmp_path, digest=None):
     from gmm_volunteer.experiments.sweep import load_grid, run_sweep
 
     from helpers import fake_simulate, write_tiny_grid
@@ -259,7 +259,8 @@ def _fake_sweep(tmp_path):
 
     def simulate(cfg, progress=False):  # a store names its bundle as the engine's do
         rec = fake_simulate(cfg, progress)
-        return dataclasses.replace(rec, attrs={**rec.attrs, "model_bundle": str(cfg.model)})
+        recorded = {} if digest is None else {"model_sha256": digest(load_bundle(cfg.model))}
+        return dataclasses.replace(rec, attrs={**rec.attrs, "model_bundle": str(cfg.model), **recorded})
 
     run_sweep(grid, serial=True, run_fn=simulate, progress=False)
     return grid.output
@@ -300,3 +301,17 @@ def test_results_table_records_what_the_stores_recorded(tmp_path, monkeypatch, c
     other.write_text("my notes\n")
     assert main(["results", "table", str(output), "findings", "-o", str(other)]) == 2
     assert other.read_text() == "my notes\n" and "not a result file" in capsys.readouterr().err
+
+
+def test_results_table_gives_a_legacy_digest_of_the_bundle_its_current_digest(tmp_path):
+    # Stores of 0.8.0 and before recorded the digest of the whole bundle (stamp and
+    # provenance included); the header gives the bundle's digest when the recorded one is
+    # the legacy digest of the bundle named now, and keeps any other as recorded.
+    from gmm_volunteer.io.bundle import legacy_bundle_digest
+
+    output = _fake_sweep(tmp_path, digest=legacy_bundle_digest)
+    bundle = load_bundle(tmp_path / "bundle")
+    out = tmp_path / "legacy.md"
+    assert main(["results", "table", str(output), "findings", "-o", str(out)]) == 0
+    assert resultfile.read(out).header["bundles"] == {str(tmp_path / "bundle"): bundle_digest(bundle)}
+    assert resultfile.recorded_digest(str(tmp_path / "bundle"), "0" * 64, tmp_path) == "0" * 64

@@ -36,11 +36,10 @@ import math
 import numpy as np
 import pytest
 
-from engine_support import make_config
 from gmm_volunteer.io.bundle import write_bundle
 from gmm_volunteer.model.config import Exponential
 from gmm_volunteer.model.engine import Simulation
-from gmm_volunteer.testing.synthetic import queueing_bundle
+from gmm_volunteer.testing.synthetic import queueing_bundle, queueing_config
 from gmm_volunteer.model.theory import discrete_mean, mva_delay_ld, ps_server_rate
 
 MEAN_WORK = 10.0  # CPU-seconds per job
@@ -55,14 +54,8 @@ def _run(tmp_path, users, seed):
     path = tmp_path / "q"
     if not (path / "bundle.yaml").exists():
         write_bundle(queueing_bundle(mean_work_s=MEAN_WORK, demand_pct=100.0 * DEMAND), path)
-    cfg = make_config(
-        path, users=users, steps=STEPS, scheduler="centralized", seed=seed, server=1.0,
-        base_profile={"cpu": 100.0 * CAPACITY},
-        availability={"online": {"dist": "never"}, "offline": {"dist": "exponential", "mean": 10.0}},
-        requests={"think_time": {"dist": "exponential", "mean": THINK}, "patience": {"dist": "never"},
-                  "type_probabilities": [1.0]},
-        execution={"batching": False},
-    )
+    cfg = queueing_config(path, users=users, steps=STEPS, seed=seed, think_mean_s=THINK,
+                          capacity_pct=100.0 * CAPACITY)
     return Simulation(cfg).run(progress=False)
 
 

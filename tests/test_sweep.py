@@ -374,3 +374,30 @@ def test_combine_with_series_reads_the_run_stores_lazily(tmp_path):
     np.testing.assert_array_equal(ds["online_users"].sel(r.coords).values, store["online_users"].values)
     with pytest.raises(ValueError, match="unknown series 'request_latency'"):
         combine(grid.output, series=("request_latency",))
+
+
+def test_resume_keeps_stores_that_recorded_the_legacy_digest_of_the_same_bundle(tmp_path):
+    # Stores of 0.8.0 and before recorded the digest of the whole bundle, its `created`
+    # stamp and provenance included (docs/experiments.md, "Resumable"): that digest of
+    # this very bundle is the same model, so the store is kept. The legacy digest of the
+    # bundle with another stamp is not this bundle's, and the store is refused.
+    import dataclasses
+
+    from gmm_volunteer.io.bundle import legacy_bundle_digest, load_bundle
+
+    grid = load_grid(write_tiny_grid(tmp_path, grid=SMALL, seeds=1))
+    runs = grid.runs()
+    bundle = load_bundle(runs[0].config.model)
+
+    def legacy_simulate(cfg, progress=False):
+        rec = fake_simulate(cfg, progress)
+        return dataclasses.replace(rec, attrs={**rec.attrs, "model_sha256": legacy_bundle_digest(bundle)})
+
+    run_sweep(grid, serial=True, run_fn=legacy_simulate, progress=False)
+    assert open_result(runs[0].path).attrs["model_sha256"] == legacy_bundle_digest(bundle)
+    again = run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)
+    assert len(again.by_status("skipped")) == len(runs)
+    restamped = bundle.model_copy(update={"created": "1999-01-01T00:00:00Z"})
+    _set_store_attr(runs[1].path, "model_sha256", legacy_bundle_digest(restamped))
+    with pytest.raises(StaleRunsError, match="another model bundle"):
+        run_sweep(grid, serial=True, run_fn=fake_simulate, progress=False)

@@ -80,8 +80,8 @@ def _cmd_table(args: argparse.Namespace) -> int:
             "-o", args.output]
     attrs = ds.attrs
     # The header describes the runs, as their stores recorded them, not this package.
-    bundles = {resultfile.bundle_name(str(attrs.get("model_bundle", ""))) or resultfile.UNKNOWN:
-               attrs.get("model_sha256") or resultfile.UNKNOWN}
+    name = resultfile.bundle_name(str(attrs.get("model_bundle", ""))) or resultfile.UNKNOWN
+    bundles = {name: resultfile.recorded_digest(name, attrs.get("model_sha256") or resultfile.UNKNOWN, Path.cwd())}
     from gmm_volunteer.trajectory import run_policy_versions
 
     path = resultfile.write(

@@ -461,9 +461,11 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
 
     A sweep skips complete stores; one made by another gmmv version, from another config
     (the base file or the grid was edited) or with another model bundle would be mixed
-    silently into the results. `digests` caches bundle digests by model path."""
+    silently into the results. A store of 0.8.0 or before that recorded the legacy digest
+    of this very bundle counts as made with it (`bundle.accepted_digests`). `digests`
+    caches those by model path."""
     from gmm_volunteer._version import __version__
-    from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+    from gmm_volunteer.io.bundle import accepted_digests, load_bundle
 
     attrs = store_attrs(run.path) or {}
     made_by = attrs.get("gmmv_version")
@@ -474,8 +476,8 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
     digests = {} if digests is None else digests
     model = str(run.config.model)
     if model not in digests:
-        digests[model] = bundle_digest(load_bundle(model))
-    if attrs.get("model_sha256") != digests[model]:
+        digests[model] = accepted_digests(load_bundle(model))
+    if attrs.get("model_sha256") not in digests[model]:
         return f"made with another model bundle than {model}"
     return None
 

@@ -371,15 +371,41 @@ def bundle_file(path: str | os.PathLike) -> Path:
     return p / FILENAME if p.is_dir() or p.suffix == "" else p
 
 
-def bundle_digest(bundle: Bundle) -> str:
-    """SHA-256 of the validated bundle's content (canonical JSON): the same for the same
-    model whatever its path or YAML layout. Run stores record it (`model_sha256`) so that
-    a sweep can tell a store made with another model from one it can keep."""
+# Keys that describe a fit rather than the model: when it ran (`created`, the clock of the
+# fit unless SOURCE_DATE_EPOCH is set) and from what (`provenance`, which names the traces
+# path as typed: `gmmv fit traces` and `gmmv fit traces/` write two texts). No run reads
+# them, so the digest leaves them out: two fits of the same traces have one digest.
+DESCRIPTIVE_KEYS = ("created", "provenance")
+
+
+def _sha256_json(data: dict) -> str:
     import hashlib
     import json
 
-    text = json.dumps(bundle.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def bundle_digest(bundle: Bundle) -> str:
+    """SHA-256 of the validated bundle's content (canonical JSON) without its
+    `DESCRIPTIVE_KEYS`: the same for the same model whatever its path, YAML layout, or
+    the time and command line of the fit that made it. Run stores record it
+    (`model_sha256`) so that a sweep can tell a store made with another model from one it
+    can keep."""
+    return _sha256_json(bundle.model_dump(mode="json", exclude=set(DESCRIPTIVE_KEYS)))
+
+
+def legacy_bundle_digest(bundle: Bundle) -> str:
+    """The digest 0.5.0 to 0.8.0 recorded: of the whole bundle, `DESCRIPTIVE_KEYS`
+    included. Stores written then carry it (docs/formats.md)."""
+    return _sha256_json(bundle.model_dump(mode="json"))
+
+
+def accepted_digests(bundle: Bundle) -> tuple[str, str]:
+    """The digests a store or checkpoint made with `bundle` may have recorded as its
+    `model_sha256`: `bundle_digest`, or (0.8.0 and before) the legacy digest of this very
+    bundle, which is the same content with stamp and provenance, so the same model."""
+    return bundle_digest(bundle), legacy_bundle_digest(bundle)
 
 
 def load_bundle(path: str | os.PathLike) -> Bundle:

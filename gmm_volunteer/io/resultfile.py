@@ -164,15 +164,14 @@ def bundle_name(model_path: str) -> str:
     return str(model_path)
 
 
-def current_digest(name: str, root: Path) -> str | None:
-    """The digest `name` has now, computed as stores compute it (`bundle_digest`): a
-    shipped bundle's name, a `module:function` returning bundle data (the synthetic
-    bundles of the tests), or a bundle directory relative to the repository root.
-    None when `name` is none of these."""
-    from gmm_volunteer.io.bundle import bundle_digest, load_bundle, packaged_bundle, validate_bundle
+def current_bundle(name: str, root: Path):
+    """The bundle `name` names now: a shipped bundle's name, a `module:function` returning
+    bundle data (the synthetic bundles of the tests), or a bundle directory relative to
+    the repository root. None when `name` is none of these."""
+    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle, validate_bundle
 
     if (shipped := packaged_bundle(name)) is not None:
-        return bundle_digest(load_bundle(shipped))
+        return load_bundle(shipped)
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
@@ -180,10 +179,37 @@ def current_digest(name: str, root: Path) -> str | None:
         except (ImportError, AttributeError):
             return None
         data = make()
-        return bundle_digest(data if not isinstance(data, dict) else validate_bundle(data, name))
+        return data if not isinstance(data, dict) else validate_bundle(data, name)
     if (root / name / "bundle.yaml").is_file():
-        return bundle_digest(load_bundle(root / name))
+        return load_bundle(root / name)
     return None
+
+
+def current_digest(name: str, root: Path) -> str | None:
+    """The digest `name` has now (`current_bundle`), computed as stores compute it
+    (`bundle_digest`); None when `name` names no bundle."""
+    from gmm_volunteer.io.bundle import bundle_digest
+
+    bundle = current_bundle(name, root)
+    return None if bundle is None else bundle_digest(bundle)
+
+
+def recorded_digest(name: str, recorded: str, root: Path) -> str:
+    """The digest a result header gives bundle `name` whose runs recorded `recorded`
+    (`model_sha256`): `recorded`, except that the legacy digest of the bundle `name` names
+    now (stores of 0.8.0 and before, `bundle.legacy_bundle_digest`) becomes its digest,
+    for it is the same model."""
+    from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest
+
+    if recorded == UNKNOWN or name == UNKNOWN:
+        return recorded
+    try:
+        bundle = current_bundle(name, root)
+    except (ValueError, OSError):  # a bundle that cannot be read now: keep what was recorded
+        return recorded
+    if bundle is not None and recorded == legacy_bundle_digest(bundle):
+        return bundle_digest(bundle)
+    return recorded
 
 
 def header_problems(result: Result, root: Path, digests: dict | None = None) -> list[str]:

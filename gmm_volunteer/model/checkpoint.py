@@ -630,7 +630,7 @@ def restore(path, cfg=None):
     holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
     it; without, its own config is used. The model bundle at the config's ``model`` path
     must be the one the run used. Raises `CheckpointError`."""
-    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle
+    from gmm_volunteer.io.bundle import BundleError, accepted_digests, load_bundle
     from gmm_volunteer.model.engine import Simulation
     from gmm_volunteer.model.state import pack_state
 
@@ -647,7 +647,7 @@ def restore(path, cfg=None):
         bundle = load_bundle(cfg.model)
     except (BundleError, OSError) as exc:
         raise CheckpointError(f"{path}: its model bundle {cfg.model} cannot be loaded: {exc}") from None
-    if bundle_digest(bundle) != man["model_sha256"]:
+    if man["model_sha256"] not in accepted_digests(bundle):  # a 0.8.0 checkpoint may hold the legacy one
         raise CheckpointError(f"{path}: made with another model bundle than the one now at {cfg.model} "
                               "(its content changed): resuming would mix two models")
     attrs = load_attributes(path, man)

@@ -10,7 +10,7 @@ from gmm_volunteer.model.actions import (
     assign,
     free_memory,
     marginal_memory,
-    pending_requests_fifo,
+    unplaced_requests_fifo,
 )
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -100,7 +100,7 @@ def affinity_downloads(S, P, t, args):
 @kernel
 def affinity_place(S, P, t, args):
     # Unplaced (user, slot) pairs grouped by subtask j (counting sort).
-    users = pending_requests_fifo(S)
+    users = unplaced_requests_fifo(S, P)
     count = np.zeros(P.n_sub + 1, np.int64)
     for i in users:
         k = S.rq_type[i]

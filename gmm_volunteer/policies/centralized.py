@@ -9,7 +9,7 @@ from gmm_volunteer.model.actions import (
     assign,
     free_memory,
     marginal_memory,
-    pending_requests_fifo,
+    unplaced_requests_fifo,
 )
 from gmm_volunteer.policies.base import Scheduler
 
@@ -25,7 +25,7 @@ def centralized_place(S, P, t, args):
     rq_type, ex_node, task_nsub, task_sub = S.rq_type, S.ex_node, P.task_nsub, P.task_sub
     full = np.zeros(P.n_sub, np.bool_)
     n_full = 0
-    for i in pending_requests_fifo(S):
+    for i in unplaced_requests_fifo(S, P):
         k = rq_type[i]
         for p in range(task_nsub[k]):
             if ex_node[i, p] >= 0:

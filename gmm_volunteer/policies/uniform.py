@@ -6,7 +6,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.actions import assign, pending_requests_fifo
+from gmm_volunteer.model.actions import assign, unplaced_requests_fifo
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
 from gmm_volunteer.policies.common import pick_uniform_feasible, schedule_downloads
 
@@ -32,7 +32,7 @@ def uniform_place(S, P, t, args):
     # Free memory only shrinks while placing, so a subtask that fit nowhere stays
     # unplaceable for the rest of the step: skip its other pairs (saves a scan each).
     full = np.zeros(P.n_sub, np.bool_)
-    for i in pending_requests_fifo(S):
+    for i in unplaced_requests_fifo(S, P):
         k = S.rq_type[i]
         for p in range(P.task_nsub[k]):
             j = P.task_sub[k, p]

@@ -171,6 +171,28 @@ def queueing_bundle(*, mean_work_s: float = 10.0, demand_pct: float = 100.0, mem
     return copy.deepcopy(b)
 
 
+def queueing_config(model, *, users: int, steps: int, seed: int, think_mean_s: float = 100.0,
+                    capacity_pct: float = 200.0, **extra):
+    """The run config of the closed network (docs/validation.md section 1) on the bundle
+    at `model` (a `queueing_bundle` written to disk): `users` always online, exponential
+    think time of mean `think_mean_s`, unbounded patience, centralized on a server of
+    `capacity_pct` % CPU (capacity 1), batching off. `extra` keys are merged in."""
+    from gmm_volunteer.model.config import config_from_dict
+
+    d = {
+        "steps": steps, "seed": seed, "model": str(model), "scheduler": "centralized",
+        "users": {"count": users, "capacity": 1.0, "initial_data": "filled"},
+        "server": {"capacity": 1.0},
+        "base_profile": {"cpu": float(capacity_pct)},
+        "availability": {"online": {"dist": "never"}, "offline": {"dist": "exponential", "mean": 10.0}},
+        "requests": {"think_time": {"dist": "exponential", "mean": float(think_mean_s)},
+                     "patience": {"dist": "never"}, "type_probabilities": [1.0]},
+        "execution": {"batching": False},
+    }
+    d.update(extra)
+    return config_from_dict(d)
+
+
 def two_size_bundle(*, mean_work_s: tuple[float, float] = (10.0, 40.0), demand_pct: float = 100.0) -> dict:
     """`queueing_bundle` with two job sizes: subtask types `short` and `long`, each the
     single subtask of its own task type, exponential work of mean `mean_work_s[0]` and
