@@ -321,7 +321,8 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
     attrs = first.attrs
     command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
-    bundles = {resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]}
+    name = resultfile.bundle_name(attrs["model_bundle"])
+    bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
     tried = [o.strip() for cand in args.candidate for o in cand.split(";")]
     for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
         key, _, value = o.partition("=")
