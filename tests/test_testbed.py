@@ -251,7 +251,7 @@ def test_the_testbed_runs_the_discipline_the_simulator_models(tmp_path, sets, ex
     from gmm_volunteer.testbed.device import MAX_SHARED, node_slots
     from gmm_volunteer.testbed.run import _spec
 
-    cfg, tb = load_testbed(_small(tmp_path), sets)
+    cfg, tb = load_testbed(_small(tmp_path, execution={}), sets)  # the discipline not stated unless set
     assert node_execution(cfg, tb) == expected
     spec = _spec(cfg, tb, 0, np.full(5, 200.0), np.full(5, 100.0))
     assert (spec["execution"], spec["concurrency"]) == expected

@@ -7,10 +7,13 @@ requests (mean, P50, P95, P99; pooled over the runs, all types and per request t
 and the server's CPU. Error = (simulator - testbed) / testbed.
 
     python -m gmm_volunteer.testbed.compare RESULTS_DIR CONFIG... [--sim-seeds 50]
-        [--figure PATH] [-o RESULT_FILE]
+        [--figure PATH] [--result-files PREFIX] [--calibration CASE,... --candidate S ...]
 
 reads RESULTS_DIR/<config stem>-seed<s>.zarr (written by `gmmv testbed`), prints the
-tables, and writes the figure of the two latency distributions per case.
+tables, and writes the figure of the two latency distributions per case. The headline
+(`verdict`) judges each case within target, outside, or cannot decide; with
+--calibration and --candidate, the simulator's setting is chosen on the calibration cases
+alone and the others are predicted with it (the held-out protocol).
 """
 
 from __future__ import annotations
@@ -82,19 +85,110 @@ def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
     return f"{tb:{f}}{t} / {sim:{f}}{s} ({err})"
 
 
-def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
-            sim_overrides=()):
+def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str]]:
+    """The testbed's stores of one case: those kept, and the names of those dropped
+    because a process was killed for memory or lost (issue 33: such a run is not the
+    config's system, and the comparison says so rather than average it in)."""
+    import json
+
     from gmm_volunteer.io.results import open_result
 
-    rows, type_rows, curves, mech_rows = [], [], [], []
+    kept, dropped = [], []
+    for p in sorted(results.glob(f"{config.stem}-seed*.zarr")):
+        ds = open_result(p)
+        account = json.loads(ds.attrs.get("testbed", "{}"))
+        if sum(account.get("limits", {}).get("oom_kills", [])) or account.get("devices_lost"):
+            dropped.append(p.name)
+        else:
+            kept.append(ds)
+    return kept, dropped
+
+
+def _load(tb_ds) -> str:
+    """The machine's 1-minute load average at the testbed runs' start, mean and range, and
+    its CPU model (both recorded from 0.8.1)."""
+    import json
+
+    accounts = [json.loads(d.attrs["testbed"]) for d in tb_ds]
+    loads = [a.get("load_average", {}).get("start", [None])[0] for a in accounts]
+    loads = [x for x in loads if x is not None]
+    cpus = sorted({a["machine"]["cpu_model"] for a in accounts if "machine" in a})
+    text = f"{np.mean(loads):.1f} [{min(loads):.1f}, {max(loads):.1f}]" if loads else "not recorded"
+    if len(loads) < len(accounts):
+        text += f" ({len(accounts) - len(loads)} of {len(accounts)} runs before 0.8.1 not recorded)"
+    return text + (f"; {', '.join(cpus)}" if cpus else "")
+
+
+def _per_run(stats: dict) -> dict:
+    """The headline's measures, one value per run."""
+    return {"completed per run": stats["counts"]["completed"], "mean latency (s)": stats["latency_runs"][:, 0],
+            "P99 (s)": stats["latency_runs"][:, 3]}
+
+
+def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str], load: str) -> list[str]:
+    from gmm_volunteer.testbed import verdict
+
+    tb_m, sim_m = _per_run(tb), _per_run(sim)
+    judged = {k: verdict.judge(tb_m[k], sim_m[k], target) for k, target in verdict.TARGETS.items()}
+    runs = f"{tb['runs']} / {sim['runs']}" + (f" ({len(dropped)} dropped: {', '.join(dropped)})" if dropped else "")
+    return [case, role, runs, load] + [verdict.cell(j) for j in judged.values()] + \
+        [verdict.row_verdict(j["verdict"] for j in judged.values())]
+
+
+def _errors(tb: dict, sim: dict) -> list[float]:
+    """|relative error| of each headline measure (the calibration's score)."""
+    tb_m, sim_m = _per_run(tb), _per_run(sim)
+    return [abs(np.nanmean(sim_m[k]) - np.nanmean(tb_m[k])) / abs(np.nanmean(tb_m[k])) for k in tb_m]
+
+
+def calibrate(results: Path, configs: list[Path], calibration: list[str], candidates: list[str],
+              sim_seeds: int, sim_overrides=()) -> tuple[list[str], str]:
+    """The held-out protocol's calibration (issue 33): each candidate setting of the
+    simulator ("KEY=VALUE;KEY=VALUE") is run on the calibration cases only, and the one
+    with the least mean |error| over their headline measures is kept for every case. The
+    other cases are predicted with it untouched. Returns the kept overrides and the
+    table of every candidate's errors."""
+    cases = [c for c in configs if c.stem in calibration]
+    rows, scores = [], []
+    for cand in candidates:
+        overrides = [*sim_overrides, *[o.strip() for o in cand.split(";") if o.strip()]]
+        errs = []
+        for config in cases:
+            tb_ds, _ = _testbed_runs(results, config)
+            if not tb_ds:
+                continue
+            sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
+            errs.append(_errors(_stats(tb_ds), _stats(sim_ds)))
+        score = float(np.mean(errs)) if errs else float("inf")
+        scores.append(score)
+        rows.append([cand or "(as configured)"] + [" / ".join(f"{e * 100:.0f} %" for e in row) for row in errs]
+                    + [f"{score * 100:.1f} %"])
+    best = int(np.argmin(scores))
+    for r, row in enumerate(rows):
+        row.append("kept" if r == best else "")
+    head = ["candidate"] + [f"{c.stem}: abs. error of completed / mean / P99" for c in cases] + \
+        ["mean abs. error", "chosen"]
+    chosen = [o.strip() for o in candidates[best].split(";") if o.strip()]
+    return chosen, _markdown(head, rows)
+
+
+def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
+            sim_overrides=(), calibration=()):
+    """The tables of section 6: the headline (per case: testbed mean and 95 % interval,
+    simulator, error and verdict of completions, mean latency and P99; `verdict`), the
+    detailed one, per request type, and where the time goes."""
+    rows, type_rows, curves, mech_rows, head_rows = [], [], [], [], []
     for config in configs:
-        stores = sorted(results.glob(f"{config.stem}-seed*.zarr"))
-        if not stores:
+        tb_ds, dropped = _testbed_runs(results, config)
+        for name in dropped:
+            print(f"{config.stem}: {name} dropped: a process was killed for memory or lost", file=sys.stderr)
+        if not tb_ds:
             print(f"{config.stem}: no testbed stores in {results}", file=sys.stderr)
             continue
-        tb_ds = [open_result(p) for p in stores]
         sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
         tb, sim = _stats(tb_ds), _stats(sim_ds)
+        role = ("calibration" if config.stem in calibration else "held-out") if calibration else ""
+        head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds)))
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
             c, cs = tb["counts"][o], sim["counts"][o]
@@ -124,9 +218,14 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                             "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
                             "volunteer CPU-s outside executions per run", "quota throttling per volunteer (s)"],
                            mech_rows)
+    from gmm_volunteer.testbed import verdict
+
+    headline = _markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
+                         + [f"{k}: testbed ± 95 % / sim (error, verdict; target {t * 100:.0f} %)"
+                            for k, t in verdict.TARGETS.items()] + ["case verdict"], head_rows)
     if figure is not None and curves:
         _figure(curves, figure)
-    return table, type_table, mech_table
+    return headline, table, type_table, mech_table
 
 
 def _mechanisms(tb_ds, sim_ds) -> list[str]:
@@ -198,19 +297,34 @@ def _figure(curves, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def _write_results(args, tables: dict) -> None:
+NOTES = {
+    "": "Cells: the testbed's mean over its runs ± the half-width of its 95 % t interval / the simulator's "
+        "mean (error = (sim - testbed) / testbed; within target, outside, or cannot decide where the "
+        "interval is wider than the target, with the runs its spread would need); per-run values "
+        "(completions, the mean and the P99 of each run's completed requests). Runs in which a process was "
+        "killed for memory or lost are dropped and named.",
+    "-calibration": "The held-out protocol: each candidate simulator setting on the calibration cases only; "
+                    "the one with the least mean absolute error is kept for every case.",
+}
+DEFAULT_NOTE = ("Cells: testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - "
+                "testbed) / testbed); latencies of completed requests pooled over the runs.")
+
+
+def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> None:
     """The tables as result files, their header from what the testbed stores recorded."""
     import shlex
 
     from gmm_volunteer.io import resultfile
     from gmm_volunteer.io.results import open_result
 
-    first = open_result(sorted(args.results.glob(f"{args.configs[0].stem}-seed*.zarr"))[0])
+    first = open_result(sorted(args.results.glob(f"{args.configs[0].stem}-seed*.zarr"))[-1])
     attrs = first.attrs
     command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
-    bundles = {resultfile.bundle_name(attrs["model_bundle"]): attrs["model_sha256"]}
-    for o in args.sim_set:  # a bundle the simulator ran instead
+    name = resultfile.bundle_name(attrs["model_bundle"])
+    bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
+    tried = [o.strip() for cand in args.candidate for o in cand.split(";")]
+    for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
         key, _, value = o.partition("=")
         if key == "model":
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
@@ -221,14 +335,12 @@ def _write_results(args, tables: dict) -> None:
     seeds = ", ".join(found)
     for suffix, (table, what) in tables.items():
         resultfile.write(
-            Path(f"{args.result_files}{suffix}.md"), table, command=command, bundles=bundles,
+            Path(f"{prefix}{suffix}.md"), table, command=command, bundles=bundles,
             gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
             note=f"testbed: the stores in {args.results} (gmmv testbed, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
-                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". Cells: testbed [min, max "
-                 "over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - testbed) / testbed); "
-                 "latencies of completed requests pooled over the runs.")
+                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". " + notes.get(suffix, DEFAULT_NOTE))
 
 
 def main(argv=None) -> int:
@@ -242,12 +354,45 @@ def main(argv=None) -> int:
     p.add_argument("--result-files", metavar="PREFIX", type=Path,
                    help="also write the tables as committed result files PREFIX.md, PREFIX-types.md, "
                         "PREFIX-mechanisms.md (docs/results/README.md)")
+    p.add_argument("--headline-file", metavar="PATH", type=Path,
+                   help="also write the headline (each case within target, outside, or cannot decide) as a "
+                        "committed result file, and with --candidate the calibration beside it as "
+                        "PATH-calibration.md")
     p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
+    p.add_argument("--calibration", default="", metavar="CASE,CASE",
+                   help="the held-out protocol: the cases (config stems) the simulator may be calibrated on; "
+                        "the others are labelled held-out")
+    p.add_argument("--candidate", action="append", default=[], metavar="KEY=VALUE;KEY=VALUE",
+                   help="a simulator setting to try on the calibration cases (repeatable; '' for none); the "
+                        "best is kept for every case")
     args = p.parse_args(argv)
-    table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure, args.sim_set)
+    calibration = [c for c in args.calibration.split(",") if c]
+    stems = {c.stem for c in args.configs}
+    unknown = [c for c in calibration if c not in stems]
+    if unknown:
+        p.error(f"--calibration: {', '.join(unknown)} is not among the configs' stems ({', '.join(sorted(stems))})")
+    if args.candidate and not calibration:
+        p.error("--candidate needs --calibration (the cases to calibrate on)")
+    tables = {}
+    if args.candidate:
+        chosen, cal_table = calibrate(args.results, args.configs, calibration, args.candidate, args.sim_seeds,
+                                      args.sim_set)
+        print(cal_table)
+        print()
+        args.sim_set = [*args.sim_set, *chosen]
+        tables["-calibration"] = (cal_table, "the held-out protocol's calibration")
+    headline, table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure,
+                                                      args.sim_set, calibration)
+    if args.headline_file is not None:
+        stem = str(args.headline_file).removesuffix(".md")
+        _write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},
+                       Path(stem))
     if args.result_files is not None:
         _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
-                              "-mechanisms": (mech_table, "where the time goes")})
+                              "-mechanisms": (mech_table, "where the time goes")}, args.result_files,
+                       notes={"": DEFAULT_NOTE})
+    print(headline)
+    print()
     print(table)
     print()
     print(type_table)

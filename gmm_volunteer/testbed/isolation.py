@@ -88,6 +88,13 @@ class Cgroup:
             (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
         return self
 
+    def set_memory_limit(self, memory_bytes: int) -> None:
+        """Move the memory limit of the live cgroup (the testbed adds each process's own
+        footprint once it is up: `run.add_footprints`)."""
+        name = "memory.limit_in_bytes" if self.version == "v1" else "memory.max"
+        (self.dirs["memory"] / name).write_text(str(int(memory_bytes)))
+        self.memory_bytes = int(memory_bytes)
+
     def join(self, pid: int) -> None:
         for d in set(self.dirs.values()):
             (d / "cgroup.procs").write_text(str(pid))
@@ -119,6 +126,17 @@ class Cgroup:
             return int(kv.get("total_rss", kv.get("rss", 0)))
         kv = dict(line.split() for line in (self.dirs["memory"] / "memory.stat").read_text().splitlines())
         return int(kv.get("anon", 0))
+
+    def memory_held(self) -> int:
+        """What its processes hold that the kernel cannot reclaim, bytes: the charge
+        against the limit less the page cache (anonymous memory, kernel stacks, slab,
+        socket buffers)."""
+        d = self.dirs["memory"]
+        if self.version == "v1":
+            kv = dict(line.split() for line in (d / "memory.stat").read_text().splitlines() if line)
+            return int((d / "memory.usage_in_bytes").read_text()) - int(kv.get("total_cache", kv.get("cache", 0)))
+        kv = dict(line.split() for line in (d / "memory.stat").read_text().splitlines())
+        return int((d / "memory.current").read_text()) - int(kv.get("file", 0))
 
     def memory_peak(self) -> int:
         """Largest charge (anonymous and cache) the limit ever saw, bytes."""

@@ -26,6 +26,7 @@ import numpy as np
 
 from gmm_volunteer._version import __version__
 from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+from gmm_volunteer.fitting.collect.procstat import cpu_model
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
@@ -34,6 +35,9 @@ from gmm_volunteer.testbed.isolation import (IsolationError, Resources, cgroup_v
                                              interrupts_end_in_finally)
 
 MB = 1e6  # the model's MB (constants.RESOURCE_UNITS); memory limits are set in bytes
+# Room a node's processes get above the config's memory while they start (imports, the
+# server's sessions), before their limit becomes memory + footprint (add_footprints).
+START_HEADROOM_MB = 1000.0
 
 
 class TestbedError(RuntimeError):
@@ -99,8 +103,12 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
         for stale in ("start.json", "server.json", "server.up"):
             (workdir / stale).unlink(missing_ok=True)
         (workdir / "spec.json").write_text(json.dumps(spec))
-        cg_server = res.cgroup(version, "s", server_max[CPU], int(server_max[MEMORY] * MB))
-        cgs = [res.cgroup(version, f"u{v}", user_max[CPU], int(user_max[MEMORY] * MB)) for v in range(1, n + 1)]
+        # with the footprint added, a node starts with room for it (START_HEADROOM_MB) and
+        # gets its limit once it is up (add_footprints)
+        head = START_HEADROOM_MB if tb.footprint == "added" else 0.0
+        cg_server = res.cgroup(version, "s", server_max[CPU], int((server_max[MEMORY] + head) * MB))
+        cgs = [res.cgroup(version, f"u{v}", user_max[CPU], int((user_max[MEMORY] + head) * MB))
+               for v in range(1, n + 1)]
         subnet = free_subnet(tb.subnet)
         links = [res.link(v, subnet, user_max[BAND_IN], user_max[BAND_OUT], tb.link_delay_ms)
                  for v in range(1, n + 1)]
@@ -132,6 +140,9 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                 raise TestbedError(f"not every process was up after {tb.startup_timeout_s:g} s "
                                    f"(testbed.startup_timeout_s; logs in {workdir})")
             time.sleep(0.2)
+        footprint_mb = add_footprints([cg_server, *cgs], [server_max[MEMORY]] + [user_max[MEMORY]] * n,
+                                      tb.footprint)
+        load_start = os.getloadavg()
         t0 = time.time() + 1.0
         write_start(workdir, t0, cfg.steps)
         lost: list = []
@@ -151,14 +162,31 @@ def run_testbed(cfg, tb, progress=None) -> RunRecord:
                   "memory_peak_mb": [cg_server.memory_peak() / MB] + [c.memory_peak() / MB for c in cgs],
                   "oom_kills": [cg_server.oom_kills()] + [c.oom_kills() for c in cgs],
                   "throttled_s": [cg_server.throttled_seconds()] + [c.throttled_seconds() for c in cgs],
+                  "footprint_mb": footprint_mb,
                   "devices_lost": lost}
+        load = {"start": list(load_start), "end": list(os.getloadavg())}
     finally:
         res.close()
         signals.__exit__(None, None, None)
         if temporary and workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     return _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, time.time() - wall0,
-                   server_max)
+                   server_max, load)
+
+
+def add_footprints(cgroups, memory_mb, mode: str) -> list[float]:
+    """Each node's own footprint, MB: what its process holds once it is up and before
+    step 0 (interpreter, runtime, the server's loaded sessions; `Cgroup.memory_held`).
+    With `testbed.footprint: added` each limit is raised by it, so that the config's
+    memory is what the node's batches get, as the model's node offers it to its
+    schedulers (paper 2.3); their estimates (the bundle's, `params.memory_table`) hold
+    batches only. Before, the footprint came out of the config's memory, and shared
+    execution ended in OOM kills (docs/validation.md section 6)."""
+    footprint = [cg.memory_held() / MB for cg in cgroups]
+    if mode == "added":
+        for cg, memory, f in zip(cgroups, memory_mb, footprint):
+            cg.set_memory_limit(int((memory + f) * MB))
+    return footprint
 
 
 def _take_lost_offline(t: int, procs, cgs, port: int, lost: list) -> None:
@@ -228,7 +256,7 @@ def _measure(steps, t0, cg_server, cgs, links, workdir, bundle, progress, each_s
     return {"node_cpu": node_cpu, "server": scons, "user": ucons}
 
 
-def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall, server_max) -> RunRecord:
+def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall, server_max, load) -> RunRecord:
     steps, n = cfg.steps, cfg.users.count
     reqs = np.array(log["requests"], np.int64).reshape(-1, 6)
     accepted = np.array(log["accepted"], np.int64).reshape(-1, 3)
@@ -249,6 +277,9 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         "devices_reporting": len(devices),
         "devices_lost": limits.pop("devices_lost"),
         "limits": limits,
+        "load_average": load,  # the machine's 1, 5 and 15 min load at step 0 and after the last step
+        # the work a batch takes depends on the CPU (docs/validation.md section 6)
+        "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count()},
     }
     attrs = {
         "config": cfg.to_yaml(),

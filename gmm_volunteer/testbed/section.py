@@ -34,5 +34,10 @@ class Testbed(BaseModel):
     # (a runtime with one worker); "shared", all at once, sharing the node's CPU quota by
     # the kernel's scheduler (the model's processor sharing, docs/model.md).
     execution: Literal["serial", "shared"] = "serial"
+    # Each node's memory limit: "added", the config's memory (what the node offers its
+    # batches, as in the model) plus the process's own footprint (interpreter, runtime,
+    # the server's loaded sessions), measured once every process is up; "none", the
+    # config's memory alone (the runs before 0.8.1, where the footprint ate into it).
+    footprint: Literal["added", "none"] = "added"
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None

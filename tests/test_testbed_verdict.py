@@ -1,0 +1,93 @@
+"""The testbed comparison's verdicts (gmm_volunteer.testbed.verdict, issue 33): a 95 % t
+interval of the testbed's mean decides whether the runs can judge the simulator's error
+against its target; the held-out protocol's options are checked before any simulation.
+No root needed: these are the comparison's arithmetic and its argument checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from gmm_volunteer.testbed import verdict
+from gmm_volunteer.testbed.compare import main as compare_main
+
+
+def test_half_width_is_the_t_interval():
+    x = [10.0, 12.0, 11.0, 13.0]
+    expected = stats.t.ppf(0.975, 3) * np.std(x, ddof=1) / 2.0
+    assert verdict.half_width(x) == pytest.approx(expected, rel=1e-12)
+    assert verdict.half_width([5.0]) == math.inf
+
+
+def test_one_run_cannot_decide_even_with_zero_error():
+    j = verdict.judge([100.0], [100.0] * 50, 0.05)
+    assert j["verdict"] == verdict.UNDECIDED and j["error"] == 0.0
+
+
+def test_tight_runs_decide_both_ways():
+    tb = [100.0, 101.0, 99.0, 100.0, 100.5, 99.5]  # half-width about 0.8 % of the mean
+    assert verdict.judge(tb, [103.0] * 10, 0.05)["verdict"] == verdict.WITHIN
+    assert verdict.judge(tb, [110.0] * 10, 0.05)["verdict"] == verdict.OUTSIDE
+
+
+def test_wide_runs_cannot_decide_and_say_how_many_runs_would():
+    tb = [80.0, 120.0, 100.0]  # sd 20 % of the mean
+    j = verdict.judge(tb, [100.0] * 10, 0.05)
+    assert j["verdict"] == verdict.UNDECIDED
+    n = j["needed"]
+    # the smallest n whose t half-width at this spread is within 5 % of the mean
+    assert stats.t.ppf(0.975, n - 1) * 0.2 / math.sqrt(n) <= 0.05
+    assert stats.t.ppf(0.975, n - 2) * 0.2 / math.sqrt(n - 1) > 0.05
+
+
+def test_row_verdict():
+    W, O, U = verdict.WITHIN, verdict.OUTSIDE, verdict.UNDECIDED
+    assert verdict.row_verdict([W, W, W]) == W
+    assert verdict.row_verdict([W, U, W]) == U
+    assert verdict.row_verdict([U, O, W]) == O
+
+
+def test_cell_names_the_interval_and_the_verdict():
+    j = verdict.judge([10.0, 12.0], [13.0] * 5, 0.15)
+    text = verdict.cell(j)
+    assert text.startswith("11.0 ± ") and "+18 %" in text and verdict.UNDECIDED in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--calibration", "nope"], "--calibration: nope is not among the configs' stems"),
+    (["--candidate", "model=x"], "--candidate needs --calibration"),
+])
+def test_compare_refuses_bad_protocol_options(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        compare_main([str(tmp_path), "configs/testbed/light-uniform.yaml", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+class _FakeCgroup:
+    """Holds `held` bytes; records the limit it is given."""
+
+    def __init__(self, held: int):
+        self.held, self.limit = held, None
+
+    def memory_held(self) -> int:
+        return self.held
+
+    def set_memory_limit(self, memory_bytes: int) -> None:
+        self.limit = memory_bytes
+
+
+@pytest.mark.parametrize("mode", ["added", "none"])
+def test_footprint_is_added_to_the_configs_memory(mode):
+    from gmm_volunteer.testbed.run import MB, add_footprints
+
+    cgs = [_FakeCgroup(400_000_000), _FakeCgroup(90_000_000)]
+    footprint = add_footprints(cgs, [2500.0, 300.0], mode)
+    assert footprint == pytest.approx([400.0, 90.0])
+    if mode == "added":  # the batches keep the config's memory; the process gets its own on top
+        assert [c.limit for c in cgs] == [int(2900 * MB), int(390 * MB)]
+    else:
+        assert [c.limit for c in cgs] == [None, None]
