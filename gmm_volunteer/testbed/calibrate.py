@@ -86,8 +86,11 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
                               for n, w in zip(work["batch_sizes"], work["mean_cpu_s"])]
     where = "" if limits is None else (f" inside the limits of the testbed's {limits.node} node of "
                                        f"{limits.config} ({limits.cpu_pct:g} % CPU, {limits.memory_mb:g} MB)")
+    from gmm_volunteer.fitting.collect.procstat import cpu_model
+
+    # the CPU is named: the work of a batch depends on it several times over (docs/validation.md 6)
     data["provenance"] = (f"{data.get('provenance', '')} Execution work re-measured with one intra-op "
-                          f"thread by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
+                          f"thread on {cpu_model()} by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
                           f"{repetitions} repetitions){where}; everything else as {bundle_dir}.").strip()
     return write_bundle(data, out_dir)
 

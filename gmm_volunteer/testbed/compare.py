@@ -182,12 +182,17 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
         tb_ds, dropped = _testbed_runs(results, config)
         for name in dropped:
             print(f"{config.stem}: {name} dropped: a process was killed for memory or lost", file=sys.stderr)
+        role = ("calibration" if config.stem in calibration else "held-out") if calibration else ""
         if not tb_ds:
-            print(f"{config.stem}: no testbed stores in {results}", file=sys.stderr)
+            print(f"{config.stem}: no testbed stores kept in {results}", file=sys.stderr)
+            if dropped:  # the case stays in the headline, with nothing to judge
+                from gmm_volunteer.testbed import verdict
+
+                head_rows.append([config.stem, role, f"0 / - ({len(dropped)} dropped: {', '.join(dropped)})", "-"]
+                                 + ["-"] * len(verdict.TARGETS) + [verdict.UNDECIDED])
             continue
         sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
         tb, sim = _stats(tb_ds), _stats(sim_ds)
-        role = ("calibration" if config.stem in calibration else "held-out") if calibration else ""
         head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds)))
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
@@ -340,7 +345,8 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
             note=f"testbed: the stores in {args.results} (gmmv testbed, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
-                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". " + notes.get(suffix, DEFAULT_NOTE))
+                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". "
+                 + notes.get(suffix, DEFAULT_NOTE))
 
 
 def main(argv=None) -> int:
