@@ -19,6 +19,7 @@ alone and the others are predicted with it (the held-out protocol).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import warnings
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gmm_volunteer.model.constants import CPU, OUTCOMES
+from gmm_volunteer.testbed import verdict
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -60,6 +62,13 @@ def _latency_stats(lat: np.ndarray) -> list[float]:
 
 
 def _simulate(config: Path, seeds, overrides=()) -> list:
+    """The simulator's runs of `config` for `seeds` with `overrides`, made once: the
+    held-out protocol's kept candidate is asked for again on the calibration cases."""
+    return list(_simulated(str(config), tuple(seeds), tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=None)
+def _simulated(config: str, seeds: tuple, overrides: tuple) -> tuple:
     from gmm_volunteer.io.results import build_dataset
     from gmm_volunteer.model.engine import simulate
     from gmm_volunteer.testbed.config import load_testbed
@@ -68,7 +77,7 @@ def _simulate(config: Path, seeds, overrides=()) -> list:
     for s in seeds:
         cfg, _ = load_testbed(config, [*overrides, f"seed={s}"])
         out.append(build_dataset(simulate(cfg, progress=False)))
-    return out
+    return tuple(out)
 
 
 def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
@@ -126,8 +135,6 @@ def _per_run(stats: dict) -> dict:
 
 
 def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str], load: str) -> list[str]:
-    from gmm_volunteer.testbed import verdict
-
     tb_m, sim_m = _per_run(tb), _per_run(sim)
     judged = {k: verdict.judge(tb_m[k], sim_m[k], target) for k, target in verdict.TARGETS.items()}
     runs = f"{tb['runs']} / {sim['runs']}" + (f" ({len(dropped)} dropped: {', '.join(dropped)})" if dropped else "")
@@ -186,8 +193,6 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
         if not tb_ds:
             print(f"{config.stem}: no testbed stores kept in {results}", file=sys.stderr)
             if dropped:  # the case stays in the headline, with nothing to judge
-                from gmm_volunteer.testbed import verdict
-
                 head_rows.append([config.stem, role, f"0 / - ({len(dropped)} dropped: {', '.join(dropped)})", "-"]
                                  + ["-"] * len(verdict.TARGETS) + [verdict.UNDECIDED])
             continue
@@ -223,8 +228,6 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                             "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
                             "volunteer CPU-s outside executions per run", "quota throttling per volunteer (s)"],
                            mech_rows)
-    from gmm_volunteer.testbed import verdict
-
     headline = _markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
                          + [f"{k}: testbed ± 95 % / sim (error, verdict; target {t * 100:.0f} %)"
                             for k, t in verdict.TARGETS.items()] + ["case verdict"], head_rows)
