@@ -21,6 +21,7 @@ import asyncio
 import json
 import math
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -87,7 +88,10 @@ class Device:
             np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(4))
         self.laws = {k: np.array(x) for k, x in spec["laws"].items()}
         self.type_cum = np.cumsum(spec["type_probabilities"])
-        self.sessions: dict = {}
+        self.sessions: dict = {}  # model name -> ONNX Runtime session
+        self.in_use: dict[str, int] = {}  # model name -> batches executing with it
+        self.loads = [0, 0.0]  # sessions loaded, CPU-s spent loading them
+        self.session_lock = threading.Lock()  # pool threads load and release sessions
         self.cancelled: set = set()
         # serial: k executions at a time (`concurrency`, 1 before it existed) in the order
         # they were placed, on the node's own CPU quota (docs/model.md D28)
@@ -168,11 +172,37 @@ class Device:
         part.rename(path)
         await self.post(f"/ready/{self.v}/{j}")
 
-    def session(self, name: str):
+    def _session(self, name: str):
+        """The session of `name` (call with `session_lock` held), loaded if the node does not
+        hold it. With `testbed.sessions: in_use` the idle sessions of other models are
+        released first, so a node holds the sessions of the batches it executes, and each
+        batch's memory is what the bundle's estimate measured: one session and that batch
+        (docs/testbed.md, "Memory")."""
         if name not in self.sessions:
+            if self.spec.get("sessions", "kept") == "in_use":
+                for other in [k for k in self.sessions if not self.in_use.get(k)]:
+                    del self.sessions[other]
+                self.models.trim_heap()
+            c0 = time.thread_time()
             self.sessions[name] = self.models.make_session(self.dir / "models" / f"{name}.onnx",
                                                            threads=self.spec["volunteer_threads"])
+            self.loads[0] += 1
+            self.loads[1] += time.thread_time() - c0
         return self.sessions[name]
+
+    def execute(self, name: str, blobs: list) -> tuple[list, float]:
+        """One batch on a pool thread: its session, the ONNX Runtime call (timed), and with
+        `sessions: in_use` a trimmed heap afterwards, as between the collector's runs."""
+        with self.session_lock:
+            self.in_use[name] = self.in_use.get(name, 0) + 1
+            session = self._session(name)
+        try:
+            return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread)
+        finally:
+            with self.session_lock:
+                self.in_use[name] -= 1
+            if self.spec.get("sessions", "kept") == "in_use":
+                self.models.trim_heap()
 
     async def run_batch(self, m: dict) -> None:
         """Input download, execution, result upload (paper 2.2) of one batch."""
@@ -192,9 +222,7 @@ class Device:
             live = [(s, b) for s, b in live if s not in self.cancelled]
             if not live:
                 return
-            session = await loop.run_in_executor(self.pool, self.session, name)
-            out, cpu = await loop.run_in_executor(self.pool, timed_batch, self.models.run_batch, name, session,
-                                                  [b for _, b in live], self.per_thread)
+            out, cpu = await loop.run_in_executor(self.pool, self.execute, name, [b for _, b in live])
         each = cpu / len(live)
         for (s, _), payload in zip(live, out):
             if s not in self.cancelled:
@@ -234,7 +262,7 @@ class Device:
             await asyncio.gather(*self.tasks, return_exceptions=True)
             await self.http.close()
             (self.dir.parent / f"device{self.v}.json").write_text(
-                json.dumps({"issued": self.issued, "periods": self.periods}))
+                json.dumps({"issued": self.issued, "periods": self.periods, "session_loads": self.loads}))
 
 
 def main(argv: list[str]) -> int:

@@ -58,6 +58,7 @@ def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
         "scheduler": cfg.scheduler, "server_max": server_max.tolist(), "user_max": user_max.tolist(),
         "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
         "inputs_per_type": tb.inputs_per_type, "execution": mode, "concurrency": k,
+        "sessions": tb.sessions,
         "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),
         "type_probabilities": list(cfg.requests.type_probabilities),
         "laws": {"online": cfg.availability.online.law().tolist(),
@@ -276,6 +277,8 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         "results_rejected": int(log["rejected"]),
         "devices_reporting": len(devices),
         "devices_lost": limits.pop("devices_lost"),
+        # per reporting device: ONNX Runtime sessions loaded, and the CPU-s that took
+        "session_loads": [d.get("session_loads") for d in devices],
         "limits": limits,
         "load_average": load,  # the machine's 1, 5 and 15 min load at step 0 and after the last step
         # the work a batch takes depends on the CPU (docs/validation.md section 6)

@@ -39,5 +39,11 @@ class Testbed(BaseModel):
     # the server's loaded sessions), measured once every process is up; "none", the
     # config's memory alone (the runs before 0.8.1, where the footprint ate into it).
     footprint: Literal["added", "none"] = "added"
+    # The ONNX Runtime sessions a volunteer holds: "in_use", those of the batches it is
+    # executing (an idle one is released when a batch of another model must load, and the
+    # heap is trimmed after each batch), as the bundle's memory estimates were measured (a
+    # worker with one session, trimmed between runs); "kept", every session it loaded (the
+    # runs before 0.8.2, whose idle sessions sat on top of the running batch's estimate).
+    sessions: Literal["in_use", "kept"] = "in_use"
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None

@@ -262,6 +262,18 @@ def make_session(path: str | os.PathLike, threads: int = INTRA_OP_THREADS, inter
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
+def trim_heap() -> None:
+    """Give freed heap memory back to the OS (glibc), so that the next run's memory starts
+    clean: the collector trims between runs, so the bundle's memory estimates are of a
+    trimmed heap (docs/fitting.md), and the testbed's volunteers trim after each batch."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def run_batch(name: str, session, blobs: list[bytes]) -> list[bytes]:
     x = preprocess(name, blobs)
     out = session.run(None, {session.get_inputs()[0].name: x})[0]

@@ -64,16 +64,6 @@ def prepare_inputs(root: Path, types: list[str], seed: int = 0) -> dict[str, flo
     return sizes
 
 
-def _trim() -> None:
-    """Give freed heap memory back to the OS (glibc), so the next run's RSS starts clean."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, float]],
             sample_hz: float, threads: int, gate_cfg: dict, url_rate: float | None = None) -> dict:
     """Runs in a fresh process: all runs of one subtask type. plan = [(run_id, batch, mbps)].
@@ -92,7 +82,7 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
     # one unrecorded warm-up run (first-call allocations and graph setup)
     warm = unpack_batch(http_get(f"{url}/batch/{name}?n=1&rate=1000"))
     models.run_batch(name, session, warm)
-    _trim()
+    models.trim_heap()
     loaded = sampler._proc.rss_mb()
     gate = QuietGate(pids=[os.getpid(), *gate_cfg["pids"]], threshold_cores=gate_cfg["threshold_cores"],
                      max_attempts=gate_cfg["max_attempts"], max_wait_s=gate_cfg["max_wait_s"])
@@ -115,7 +105,7 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
             try:
                 return one_run()
             finally:
-                _trim()  # a rejected try must not leave its heap behind for the next
+                models.trim_heap()  # a rejected try must not leave its heap behind for the next
 
         (t0, t1, t2, t3, results), other, tries = gate.measure(
             attempt, f"{name} run {run_id} (batch {batch}, {mbps:g} Mbit/s)")
@@ -133,7 +123,7 @@ def _worker(name: str, model_file: str, url: str, plan: list[tuple[int, int, flo
                              "memory_mb": row["memory_mb"], "band_in_mbps": row["band_in_mbps"],
                              "band_out_mbps": row["band_out_mbps"]})
         sampler.clear_before(time.monotonic() - 1.0)
-        _trim()
+        models.trim_heap()
     sampler.stop()
     return {"runs": runs, "consumption": cons, "baseline_rss_mb": baseline, "loaded_rss_mb": loaded,
             "output_size_mb": float(np.mean(out_sizes)) / 1e6 if out_sizes else 0.0,
