@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -30,6 +31,7 @@ import aiohttp
 import numpy as np
 
 from gmm_volunteer.model import laws
+from gmm_volunteer.model.constants import MEMORY
 from gmm_volunteer.testbed.clock import Clock, wait_start
 
 # The same inverse-survival draw as the kernels, run as plain Python: a volunteer under a
@@ -67,6 +69,15 @@ def node_slots(spec: dict) -> int:
     return int(spec.get("concurrency", 1))
 
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_mb() -> float:
+    """This process's resident memory, MB (/proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 1e6
+
+
 def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool):
     """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
     Runtime computes on the calling thread, so that thread's CPU time is the batch's even
@@ -91,7 +102,9 @@ class Device:
         self.sessions: dict = {}  # model name -> ONNX Runtime session
         self.in_use: dict[str, int] = {}  # model name -> batches executing with it
         self.loads = [0, 0.0]  # sessions loaded, CPU-s spent loading them
+        self.releases = 0  # idle sessions released to make room (sessions: fit)
         self.session_lock = threading.Lock()  # pool threads load and release sessions
+        self.memory_mb = float(spec["user_max"][MEMORY])  # what the node offers its batches
         self.cancelled: set = set()
         # serial: k executions at a time (`concurrency`, 1 before it existed) in the order
         # they were placed, on the node's own CPU quota (docs/model.md D28)
@@ -172,17 +185,20 @@ class Device:
         part.rename(path)
         await self.post(f"/ready/{self.v}/{j}")
 
-    def _session(self, name: str):
+    def _session(self, name: str, mem_mb: float):
         """The session of `name` (call with `session_lock` held), loaded if the node does not
-        hold it. With `testbed.sessions: in_use` the idle sessions of other models are
-        released first, so a node holds the sessions of the batches it executes, and each
-        batch's memory is what the bundle's estimate measured: one session and that batch
-        (docs/testbed.md, "Memory")."""
-        if name not in self.sessions:
-            if self.spec.get("sessions", "kept") == "in_use":
-                for other in [k for k in self.sessions if not self.in_use.get(k)]:
-                    del self.sessions[other]
+        hold it. With `testbed.sessions: fit` idle sessions of other models are released
+        (and the heap trimmed) when what the process holds above its start plus the batch's
+        memory estimate `mem_mb` would exceed the node's memory: the estimate was measured
+        on a worker holding one session (docs/testbed.md, "Memory")."""
+        if self.spec.get("sessions", "kept") == "fit":
+            idle = [k for k in self.sessions if k != name and not self.in_use.get(k)]
+            if idle and resident_mb() - self.start_mb + mem_mb > self.memory_mb:
+                for k in idle:
+                    del self.sessions[k]
                 self.models.trim_heap()
+                self.releases += len(idle)
+        if name not in self.sessions:
             c0 = time.thread_time()
             self.sessions[name] = self.models.make_session(self.dir / "models" / f"{name}.onnx",
                                                            threads=self.spec["volunteer_threads"])
@@ -190,18 +206,18 @@ class Device:
             self.loads[1] += time.thread_time() - c0
         return self.sessions[name]
 
-    def execute(self, name: str, blobs: list) -> tuple[list, float]:
+    def execute(self, name: str, mem_mb: float, blobs: list) -> tuple[list, float]:
         """One batch on a pool thread: its session, the ONNX Runtime call (timed), and with
-        `sessions: in_use` a trimmed heap afterwards, as between the collector's runs."""
+        `sessions: fit` a trimmed heap afterwards, as between the collector's runs."""
         with self.session_lock:
             self.in_use[name] = self.in_use.get(name, 0) + 1
-            session = self._session(name)
+            session = self._session(name, mem_mb)
         try:
             return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread)
         finally:
             with self.session_lock:
                 self.in_use[name] -= 1
-            if self.spec.get("sessions", "kept") == "in_use":
+            if self.spec.get("sessions", "kept") == "fit":
                 self.models.trim_heap()
 
     async def run_batch(self, m: dict) -> None:
@@ -222,7 +238,8 @@ class Device:
             live = [(s, b) for s, b in live if s not in self.cancelled]
             if not live:
                 return
-            out, cpu = await loop.run_in_executor(self.pool, self.execute, name, [b for _, b in live])
+            out, cpu = await loop.run_in_executor(self.pool, self.execute, name, float(m.get("mem", 0.0)),
+                                                  [b for _, b in live])
         each = cpu / len(live)
         for (s, _), payload in zip(live, out):
             if s not in self.cancelled:
@@ -234,6 +251,7 @@ class Device:
         self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
         try:
             await self.post(f"/hello/{self.v}")
+            self.start_mb = resident_mb()  # the footprint, before any session (run.add_footprints)
             t0, steps = await wait_start(self.dir.parent)
             self.clock = Clock(t0, steps)
             online, change = stationary_start(self.laws["online"], self.laws["offline"], self.g_avail)
@@ -262,7 +280,8 @@ class Device:
             await asyncio.gather(*self.tasks, return_exceptions=True)
             await self.http.close()
             (self.dir.parent / f"device{self.v}.json").write_text(
-                json.dumps({"issued": self.issued, "periods": self.periods, "session_loads": self.loads}))
+                json.dumps({"issued": self.issued, "periods": self.periods,
+                            "session_loads": [*self.loads, self.releases]}))
 
 
 def main(argv: list[str]) -> int:

@@ -277,7 +277,8 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         "results_rejected": int(log["rejected"]),
         "devices_reporting": len(devices),
         "devices_lost": limits.pop("devices_lost"),
-        # per reporting device: ONNX Runtime sessions loaded, and the CPU-s that took
+        # per reporting device: ONNX Runtime sessions loaded, the CPU-s that took, and the
+        # idle sessions released to make room (testbed.sessions: fit)
         "session_loads": [d.get("session_loads") for d in devices],
         "limits": limits,
         "load_average": load,  # the machine's 1, 5 and 15 min load at step 0 and after the last step

@@ -39,11 +39,13 @@ class Testbed(BaseModel):
     # the server's loaded sessions), measured once every process is up; "none", the
     # config's memory alone (the runs before 0.8.1, where the footprint ate into it).
     footprint: Literal["added", "none"] = "added"
-    # The ONNX Runtime sessions a volunteer holds: "in_use", those of the batches it is
-    # executing (an idle one is released when a batch of another model must load, and the
-    # heap is trimmed after each batch), as the bundle's memory estimates were measured (a
-    # worker with one session, trimmed between runs); "kept", every session it loaded (the
-    # runs before 0.8.2, whose idle sessions sat on top of the running batch's estimate).
-    sessions: Literal["in_use", "kept"] = "in_use"
+    # The ONNX Runtime sessions a volunteer keeps between batches: "fit", while they fit:
+    # before a batch runs, the idle sessions of other models are released (and the heap
+    # trimmed) if what the process holds above its start plus the batch's memory estimate
+    # would exceed the node's memory, since that estimate was measured on a worker holding
+    # one session; the heap is trimmed after each batch, as between the collector's runs;
+    # "kept", every session loaded stays (the runs before 0.8.2, where idle sessions sat
+    # on top of the running batch's estimate).
+    sessions: Literal["fit", "kept"] = "fit"
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None

@@ -111,7 +111,7 @@ class Server:
                 if b.node == SERVER:
                     await self.queue.put(b.bid)
                 else:
-                    self.send(b.node, {"op": "run", "bid": b.bid, "j": b.j, "name": sc.names[b.j],
+                    self.send(b.node, {"op": "run", "bid": b.bid, "j": b.j, "name": sc.names[b.j], "mem": b.mem,
                                        "slots": [[s.rid, s.p] for s in b.members if not s.done]})
 
     async def executor(self) -> None:
