@@ -9,12 +9,17 @@ keep the bundle's values scaled by the ratio at the largest size measured. Every
 else in the bundle is unchanged, so a simulation with it isolates one mechanism.
 
     python -m gmm_volunteer.testbed.calibrate BUNDLE_DIR OUT_DIR [--max-batch 10] [--repetitions 3]
-        [--testbed CONFIG [--node user|server]]
+        [--cold] [--testbed CONFIG [--node user|server]]
+
+`--cold` times each batch as a testbed node meets it: after batches of the other types,
+with the heap trimmed, instead of back to back on a warm session.
 
 With `--testbed` the measurement runs inside the limits of that config's node (its
 cgroup's CPU quota and memory limit, `testbed.limits`; no link: nothing is transferred),
 so the same batches can be timed under a device's quota and under the server's core.
-Each measured mean is printed (type, batch size, CPU-s) on stderr.
+Each type is measured in a fresh process there; a type whose process the node's memory
+limit kills is named and keeps the bundle's work. Each measured mean is printed (type,
+batch size, CPU-s) on stderr.
 """
 
 from __future__ import annotations
@@ -28,56 +33,88 @@ import numpy as np
 import yaml
 
 
-def measure(names, batch_sizes, repetitions: int, seed: int = 0) -> dict:
-    """{name: {batch size: mean CPU-s}} of `run_batch` with one intra-op thread."""
+def measure(names, batch_sizes, repetitions: int, seed: int = 0, cold: bool = False) -> dict:
+    """{name: {batch size: mean CPU-s}} of `run_batch` with one intra-op thread.
+
+    Warm (the default, as the collector measures): each batch repeated back to back on
+    the same session. `cold`: every session held at once and the types taken in rotation,
+    the heap trimmed before each batch, as a testbed node meets a batch after batches of
+    other models (`testbed.sessions: fit` trims after each batch)."""
     from gmm_volunteer.fitting.collect import models
 
     g = np.random.default_rng(seed)
-    out = {}
-    for name in names:
-        session = models.make_session(models.model_path(name), threads=1)
-        blobs = [models.make_input(name, g) for _ in range(max(batch_sizes))]
-        models.run_batch(name, session, blobs[:1])  # the first run allocates; not counted
-        out[name] = {}
-        for n in batch_sizes:
-            cpu = []
-            for _ in range(repetitions):
-                c0 = time.process_time()
-                models.run_batch(name, session, blobs[:n])
-                cpu.append(time.process_time() - c0)
-            out[name][n] = float(np.mean(cpu))
-    return out
+    cpu: dict = {name: {n: [] for n in batch_sizes} for name in names}
+
+    def timed(name, session, blobs):
+        c0 = time.process_time()
+        models.run_batch(name, session, blobs)
+        return time.process_time() - c0
+
+    if cold:
+        sessions = {name: models.make_session(models.model_path(name), threads=1) for name in names}
+        blobs = {name: [models.make_input(name, g) for _ in range(max(batch_sizes))] for name in names}
+        for name in names:
+            models.run_batch(name, sessions[name], blobs[name][:1])  # the first run allocates; not counted
+        for _ in range(repetitions):
+            for n in batch_sizes:
+                for name in names:
+                    models.trim_heap()
+                    cpu[name][n].append(timed(name, sessions[name], blobs[name][:n]))
+    else:
+        for name in names:
+            session = models.make_session(models.model_path(name), threads=1)
+            blobs = [models.make_input(name, g) for _ in range(max(batch_sizes))]
+            models.run_batch(name, session, blobs[:1])  # the first run allocates; not counted
+            for n in batch_sizes:
+                cpu[name][n] = [timed(name, session, blobs[:n]) for _ in range(repetitions)]
+    return {name: {n: float(np.mean(v)) for n, v in per.items()} for name, per in cpu.items()}
 
 
-def _measure_limited(limits, names, sizes, repetitions: int) -> dict:
-    """`measure` in a fresh process inside `limits` (a testbed.limits.NodeLimits)."""
+def _measure_limited(limits, names, sizes, repetitions: int, cold: bool = False) -> tuple[dict, dict]:
+    """`measure` inside `limits` (a testbed.limits.NodeLimits), each type in a fresh
+    process (all in one when `cold`: they take turns): ({name: {batch size: CPU-s}},
+    {name: why it was not measured}). A type whose process the kernel killed (its model
+    and batches do not fit the node's memory) is named, not fatal."""
     import concurrent.futures as cf
     import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
 
     from gmm_volunteer.testbed.limits import LimitedWorker
 
-    with LimitedWorker(limits, link=False) as lw:
-        with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=lw.initializer,
-                                    initargs=lw.initargs) as ex:
-            try:
-                return ex.submit(measure, names, sizes, repetitions).result()
-            except BaseException:
-                lw.stop_workers()
-                raise
+    out, skipped = {}, {}
+    for group in ([names] if cold else [[name] for name in names]):
+        with LimitedWorker(limits, link=False) as lw:
+            with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=lw.initializer,
+                                        initargs=lw.initargs) as ex:
+                try:
+                    out.update(ex.submit(measure, group, sizes, repetitions, 0, cold).result())
+                except BrokenProcessPool:
+                    rep = lw.report()
+                    skipped.update({name: f"its process was killed ({rep['oom_kills']} OOM kill(s), peak "
+                                     f"{rep['memory_peak_mb']:g} MB of {limits.memory_mb:g} MB)" for name in group})
+                except BaseException:
+                    lw.stop_workers()
+                    raise
+    return out, skipped
 
 
-def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3, limits=None) -> Path:
+def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3, limits=None,
+              cold: bool = False) -> Path:
     from gmm_volunteer.io.bundle import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
     names = [s["name"] for s in data["subtask_types"]]
     sizes = sorted({n for s in data["subtask_types"] for n in s["work"]["batch_sizes"] if n <= max_batch})
-    measured = (measure(names, sizes, repetitions) if limits is None
-                else _measure_limited(limits, names, sizes, repetitions))
+    measured, skipped = ((measure(names, sizes, repetitions, cold=cold), {}) if limits is None
+                         else _measure_limited(limits, names, sizes, repetitions, cold))
+    for name, why in skipped.items():
+        print(f"{name}\tnot measured: {why}; the bundle's work is kept", file=sys.stderr)
     for name, per_size in measured.items():
         for n, cpu in per_size.items():
             print(f"{name}\t{n}\t{cpu:.4f}", file=sys.stderr)
     for s in data["subtask_types"]:
+        if s["name"] not in measured:
+            continue
         work = s["work"]
         m = measured[s["name"]]
         top = max(n for n in work["batch_sizes"] if n in m)
@@ -91,7 +128,11 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
     # the CPU is named: the work of a batch depends on it several times over (docs/validation.md 6)
     data["provenance"] = (f"{data.get('provenance', '')} Execution work re-measured with one intra-op "
                           f"thread on {cpu_model()} by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
-                          f"{repetitions} repetitions){where}; everything else as {bundle_dir}.").strip()
+                          f"{repetitions} repetitions"
+                          + (", cold: types in rotation, heap trimmed before each batch" if cold else "")
+                          + f"){where}"
+                          + (f"; not measured there, as in {bundle_dir}: {', '.join(skipped)}" if skipped else "")
+                          + f"; everything else as {bundle_dir}.").strip()
     return write_bundle(data, out_dir)
 
 
@@ -103,6 +144,8 @@ def main(argv=None) -> int:
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--testbed", metavar="CONFIG", default=None,
                    help="measure inside the limits of a node of this testbed config (needs root)")
+    p.add_argument("--cold", action="store_true",
+                   help="each batch after batches of the other types, heap trimmed (as a testbed node meets it)")
     p.add_argument("--node", choices=("user", "server"), default=None,
                    help="with --testbed: a user device (default) or the server")
     args = p.parse_args(argv)
@@ -121,7 +164,7 @@ def main(argv=None) -> int:
     from gmm_volunteer.testbed.isolation import IsolationError
 
     try:
-        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits))
+        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits, args.cold))
     except IsolationError as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 1

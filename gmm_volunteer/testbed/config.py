@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from gmm_volunteer.model.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
 from gmm_volunteer.testbed.section import SECTION, Testbed
