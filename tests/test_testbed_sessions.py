@@ -52,6 +52,8 @@ def test_fit_keeps_idle_sessions_while_the_batch_fits_and_releases_them_when_not
     assert log.trims == 3 + 1  # after each batch, and once on releasing
     d.execute("c", 900.0, [b"x"])  # its own session is never released, nor reloaded
     assert log.loaded == ["a", "b", "c"] and d.loads[0] == 3
+    # each batch is listed with its type and size (docs/testbed.md, the store's `batches`)
+    assert [r[:2] for r in d.batches] == [["a", 1], ["b", 1], ["c", 1], ["c", 1]]
 
 
 def test_a_session_in_use_is_never_released(tmp_path, monkeypatch):

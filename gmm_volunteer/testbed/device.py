@@ -78,14 +78,20 @@ def resident_mb() -> float:
         return int(f.read().split()[1]) * PAGE / 1e6
 
 
-def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool):
+def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool, log: list | None = None):
     """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
     Runtime computes on the calling thread, so that thread's CPU time is the batch's even
-    while other batches run; otherwise the process's (batches then run one at a time)."""
+    while other batches run; otherwise the process's (batches then run one at a time).
+    `log` gets [type, batch size, CPU-s counted, the calling thread's CPU-s, wall s], so a
+    run shows what each batch cost beside what the bundle says (docs/testbed.md)."""
     clock = time.thread_time if per_thread else time.process_time
-    c0 = clock()
+    c0, t0, w0 = clock(), time.thread_time(), time.perf_counter()
     out = run_batch(name, session, blobs)
-    return out, clock() - c0
+    cpu = clock() - c0
+    if log is not None:
+        log.append([name, len(blobs), round(cpu, 5), round(time.thread_time() - t0, 5),
+                    round(time.perf_counter() - w0, 4)])
+    return out, cpu
 
 
 class Device:
@@ -103,6 +109,7 @@ class Device:
         self.in_use: dict[str, int] = {}  # model name -> batches executing with it
         self.loads = [0, 0.0]  # sessions loaded, CPU-s spent loading them
         self.releases = 0  # idle sessions released to make room (sessions: fit)
+        self.batches: list[list] = []  # what each batch cost (timed_batch)
         self.session_lock = threading.Lock()  # pool threads load and release sessions
         self.memory_mb = float(spec["user_max"][MEMORY])  # what the node offers its batches
         self.cancelled: set = set()
@@ -213,7 +220,7 @@ class Device:
             self.in_use[name] = self.in_use.get(name, 0) + 1
             session = self._session(name, mem_mb)
         try:
-            return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread)
+            return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread, self.batches)
         finally:
             with self.session_lock:
                 self.in_use[name] -= 1
@@ -281,7 +288,7 @@ class Device:
             await self.http.close()
             (self.dir.parent / f"device{self.v}.json").write_text(
                 json.dumps({"issued": self.issued, "periods": self.periods,
-                            "session_loads": [*self.loads, self.releases]}))
+                            "session_loads": [*self.loads, self.releases], "batches": self.batches}))
 
 
 def main(argv: list[str]) -> int:

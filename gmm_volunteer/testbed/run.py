@@ -280,6 +280,9 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         # per reporting device: ONNX Runtime sessions loaded, the CPU-s that took, and the
         # idle sessions released to make room (testbed.sessions: fit)
         "session_loads": [d.get("session_loads") for d in devices],
+        # every executed batch: [type, size, CPU-s counted, executing thread's CPU-s, wall s],
+        # the server's, then each reporting device's
+        "batches": {"server": log.get("batches", []), "devices": [d.get("batches", []) for d in devices]},
         "limits": limits,
         "load_average": load,  # the machine's 1, 5 and 15 min load at step 0 and after the last step
         # the work a batch takes depends on the CPU (docs/validation.md section 6)

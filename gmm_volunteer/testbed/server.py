@@ -73,6 +73,7 @@ class Server:
         steps = spec["steps"]
         self.events = np.zeros((steps, 2, len(EVENTS)), np.int64)
         self.work = np.zeros((steps, 2))
+        self.batches: list[list] = []  # what each of the server's batches cost (timed_batch)
         self.online = np.zeros(steps, np.int64)
         self.active = np.zeros(steps, np.int64)
 
@@ -137,7 +138,7 @@ class Server:
         blobs = [self.inputs[name][s.rid % len(self.inputs[name])] for s in live]
         loop = asyncio.get_running_loop()
         _, cpu = await loop.run_in_executor(self.pool, timed_batch, self.run_batch, name, self.sessions[name],
-                                            blobs, self.per_thread)
+                                            blobs, self.per_thread, self.batches)
         t = self.now()
         self.work[t, 0] += cpu
         for s in live:
@@ -279,7 +280,7 @@ class Server:
             "events": self.events.tolist(), "work": self.work.tolist(),
             "online": self.online.tolist(), "active": self.active.tolist(),
             "accepted": [[k[0], k[1], n] for k, n in self.accepted.items()],
-            "rejected": self.rejected, "issued": self.next_rid,
+            "rejected": self.rejected, "issued": self.next_rid, "batches": self.batches,
         }
         tmp = self.workdir / "server.json.tmp"
         tmp.write_text(json.dumps(out))
