@@ -1,0 +1,115 @@
+"""What each batch cost on a testbed node, beside the bundle's work (paper 2.2, docs/testbed.md).
+
+From 0.8.3 a testbed store lists every batch the server and each device executed
+(`batches` in its `testbed` attribute: type, batch size, CPU-s counted, the executing
+thread's CPU-s, wall seconds). This groups them by node kind, type and batch size and
+sets each group's CPU beside the bundle's mean work at that batch size (as the simulator
+reads it: interpolated between the bundle's sizes), so a run shows
+whether the model's work per batch is what the nodes paid (docs/validation.md section 6,
+"What a volunteer's batch costs").
+
+    python -m gmm_volunteer.testbed.batches STORE [STORE ...] [--model BUNDLE_DIR]
+
+Without `--model` the bundle the run was made with (its `model_bundle`) is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+COLUMNS = ["node", "type", "batch size", "batches", "CPU-s mean", "CPU-s median", "bundle's CPU-s",
+           "mean / bundle", "thread CPU-s / counted", "wall s mean"]
+
+
+def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
+    """The table of `batches` ({"server": [...], "devices": [[...], ...]}) against `work`
+    ({type: mean CPU-s indexed by batch size}, the bundle's as the model reads it); one row
+    per node kind, type and size."""
+    kinds = [("server", batches.get("server", [])),
+             ("volunteers", [r for d in batches.get("devices", []) for r in d])]
+    out = []
+    for kind, listed in kinds:
+        groups = defaultdict(list)
+        for r in listed:
+            groups[(r[0], int(r[1]))].append(r)
+        for (name, size), rs in sorted(groups.items()):
+            cpu = np.array([r[2] for r in rs], float)
+            thread = np.array([r[3] for r in rs], float)
+            wall = np.array([r[4] for r in rs], float)
+            table = work.get(name)
+            base = float(table[size]) if table is not None and size < len(table) else None
+            out.append([kind, name, str(size), str(len(rs)), f"{cpu.mean():.4f}", f"{np.median(cpu):.4f}",
+                        "-" if base is None else f"{base:.4f}",
+                        "-" if not base else f"{cpu.mean() / base:.2f}",
+                        f"{thread.sum() / cpu.sum():.2f}" if cpu.sum() > 0 else "-", f"{wall.mean():.3f}"])
+    return out
+
+
+def totals(batches: dict, work: dict[str, np.ndarray]) -> dict[str, tuple[int, float, float]]:
+    """Per node kind: (batches, CPU-s counted, the bundle's work for the same batches), over
+    the batches whose type and size the bundle's table covers."""
+    out = {}
+    for kind, listed in (("server", batches.get("server", [])),
+                         ("volunteers", [r for d in batches.get("devices", []) for r in d])):
+        covered = [(r[2], float(work[r[0]][int(r[1])])) for r in listed
+                   if r[0] in work and int(r[1]) < len(work[r[0]])]
+        out[kind] = (len(covered), sum(c for c, _ in covered), sum(b for _, b in covered))
+    return out
+
+
+def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
+    """Each type's mean work by batch size as the simulator reads it (`model.params.work_table`:
+    the bundle's sizes, interpolated between them)."""
+    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.model.params import work_table
+
+    b = load_bundle(bundle_dir)
+    return {s.name: work_table(s.work.batch_sizes, s.work.mean_cpu_s) for s in b.subtask_types}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.batches", description=__doc__.split("\n\n")[0])
+    p.add_argument("stores", nargs="+")
+    p.add_argument("--model", default=None, metavar="BUNDLE_DIR", help="the bundle to set the batches beside")
+    args = p.parse_args(argv)
+    from gmm_volunteer.io.bundle import BundleError
+    from gmm_volunteer.io.results import IncompleteResultError, open_result
+
+    for store in args.stores:
+        try:
+            attrs = open_result(store).attrs
+        except (FileNotFoundError, IncompleteResultError, ValueError, OSError) as err:
+            print(f"batches: {store}: {err}", file=sys.stderr)
+            return 2
+        account = json.loads(attrs.get("testbed", "{}"))
+        if "batches" not in account:
+            print(f"batches: {store}: no batch list in its `testbed` attribute (not a testbed store, or one "
+                  f"made before 0.8.3)", file=sys.stderr)
+            return 2
+        model = args.model or attrs.get("model_bundle")
+        try:
+            work = bundle_work(model)
+        except (BundleError, FileNotFoundError, OSError) as err:
+            print(f"batches: {model}: {err}", file=sys.stderr)
+            return 2
+        print(f"{store} (gmmv {attrs.get('gmmv_version', '?')}) against {model}\n")
+        print("| " + " | ".join(COLUMNS) + " |")
+        print("|" + "---|" * len(COLUMNS))
+        for r in rows(account["batches"], work):
+            print("| " + " | ".join(r) + " |")
+        print()
+        for kind, (n, cpu, base) in totals(account["batches"], work).items():
+            if n:
+                print(f"{kind}: {n} batches, {cpu:.2f} CPU-s counted against the bundle's {base:.2f} "
+                      f"for the same batches ({cpu / base:.2f} times)")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
