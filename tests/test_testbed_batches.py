@@ -30,3 +30,13 @@ def test_rows_group_by_node_kind_type_and_size_against_the_models_work():
 def test_a_missing_store_exits_2_naming_it(tmp_path, capsys):
     assert main([str(tmp_path / "none.zarr")]) == 2
     assert "none.zarr" in capsys.readouterr().err
+
+
+def test_cpu_ids_read_the_first_processors_numbers(tmp_path):
+    from gmm_volunteer.fitting.collect.procstat import cpu_ids
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\nstepping\t: 1\n\n"
+                    "processor\t: 1\ncpu family\t: 25\n")
+    assert cpu_ids(str(info)) == {"family": "26", "model": "2", "stepping": "1"}
+    assert cpu_ids(str(tmp_path / "none")) == {}

@@ -26,7 +26,7 @@ import numpy as np
 
 from gmm_volunteer._version import __version__
 from gmm_volunteer.io.bundle import bundle_digest, load_bundle
-from gmm_volunteer.fitting.collect.procstat import cpu_model
+from gmm_volunteer.fitting.collect.procstat import cpu_ids, cpu_model
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
@@ -286,7 +286,7 @@ def _record(cfg, tb, bundle, entropy, version, log, devices, meas, limits, wall,
         "limits": limits,
         "load_average": load,  # the machine's 1, 5 and 15 min load at step 0 and after the last step
         # the work a batch takes depends on the CPU (docs/validation.md section 6)
-        "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count()},
+        "machine": {"cpu_model": cpu_model(), "cpu_ids": cpu_ids(), "cores": os.cpu_count()},
     }
     attrs = {
         "config": cfg.to_yaml(),

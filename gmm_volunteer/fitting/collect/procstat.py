@@ -97,6 +97,25 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_ids(path: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first CPU's family, model and stepping numbers from /proc/cpuinfo (empty where
+    it has none): a virtual machine may name its CPU only by vendor and line ("AMD EPYC"),
+    and the work of a batch differs between generations of one line (docs/validation.md 6)."""
+    keys = {"cpu family": "family", "model": "model", "stepping": "stepping"}
+    out: dict[str, str] = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first processor's block ends here
+                k, _, v = line.partition(":")
+                if k.strip() in keys:
+                    out[keys[k.strip()]] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
 class ProcessSampler:
     """CPU time and RSS of one process (default: this one) from /proc/<pid>/."""
 
