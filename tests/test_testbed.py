@@ -83,7 +83,7 @@ def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, ca
     # 1e-5 s per row; the store keeps float32), and they hold at least its completions
     rows = acc["batches"]["server"]
     assert len(acc["batches"]["devices"]) == acc["devices_reporting"]
-    work = float(ds.completed_work.sum("time").values[0])
+    work = float(ds.completed_work.astype("float64").sum("time").values[0])
     assert abs(sum(r[2] for r in rows) - work) <= 1e-5 * len(rows) + 1e-5 * work
     assert sum(r[1] for r in rows) >= int(events.sel(event="complete").values[0])
     assert all(r[3] >= 0 and r[4] > 0 for part in [rows, *acc["batches"]["devices"]] for r in part)

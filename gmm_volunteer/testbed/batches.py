@@ -26,14 +26,24 @@ COLUMNS = ["node", "type", "batch size", "batches", "CPU-s mean", "CPU-s median"
            "mean / bundle", "thread CPU-s / counted", "wall s mean"]
 
 
+def _by_kind(batches: dict) -> list[tuple[str, list]]:
+    """The listed batches of the server and of all volunteers together."""
+    return [("server", batches.get("server", [])),
+            ("volunteers", [r for d in batches.get("devices", []) for r in d])]
+
+
+def _base(work: dict[str, np.ndarray], name: str, size: int) -> float | None:
+    """The bundle's mean work of a batch of `size` of `name`, None where its table ends."""
+    table = work.get(name)
+    return float(table[size]) if table is not None and size < len(table) else None
+
+
 def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
     """The table of `batches` ({"server": [...], "devices": [[...], ...]}) against `work`
     ({type: mean CPU-s indexed by batch size}, the bundle's as the model reads it); one row
     per node kind, type and size."""
-    kinds = [("server", batches.get("server", [])),
-             ("volunteers", [r for d in batches.get("devices", []) for r in d])]
     out = []
-    for kind, listed in kinds:
+    for kind, listed in _by_kind(batches):
         groups = defaultdict(list)
         for r in listed:
             groups[(r[0], int(r[1]))].append(r)
@@ -41,8 +51,7 @@ def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
             cpu = np.array([r[2] for r in rs], float)
             thread = np.array([r[3] for r in rs], float)
             wall = np.array([r[4] for r in rs], float)
-            table = work.get(name)
-            base = float(table[size]) if table is not None and size < len(table) else None
+            base = _base(work, name, size)
             out.append([kind, name, str(size), str(len(rs)), f"{cpu.mean():.4f}", f"{np.median(cpu):.4f}",
                         "-" if base is None else f"{base:.4f}",
                         "-" if not base else f"{cpu.mean() / base:.2f}",
@@ -54,10 +63,8 @@ def totals(batches: dict, work: dict[str, np.ndarray]) -> dict[str, tuple[int, f
     """Per node kind: (batches, CPU-s counted, the bundle's work for the same batches), over
     the batches whose type and size the bundle's table covers."""
     out = {}
-    for kind, listed in (("server", batches.get("server", [])),
-                         ("volunteers", [r for d in batches.get("devices", []) for r in d])):
-        covered = [(r[2], float(work[r[0]][int(r[1])])) for r in listed
-                   if r[0] in work and int(r[1]) < len(work[r[0]])]
+    for kind, listed in _by_kind(batches):
+        covered = [(r[2], b) for r in listed if (b := _base(work, r[0], int(r[1]))) is not None]
         out[kind] = (len(covered), sum(c for c, _ in covered), sum(b for _, b in covered))
     return out
 

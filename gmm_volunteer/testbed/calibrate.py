@@ -45,26 +45,29 @@ def measure(names, batch_sizes, repetitions: int, seed: int = 0, cold: bool = Fa
     g = np.random.default_rng(seed)
     cpu: dict = {name: {n: [] for n in batch_sizes} for name in names}
 
+    def prepared(name):
+        """A session of `name` and its inputs, after one run (the first allocates; not counted)."""
+        session = models.make_session(models.model_path(name), threads=1)
+        blobs = [models.make_input(name, g) for _ in range(max(batch_sizes))]
+        models.run_batch(name, session, blobs[:1])
+        return session, blobs
+
     def timed(name, session, blobs):
         c0 = time.process_time()
         models.run_batch(name, session, blobs)
         return time.process_time() - c0
 
     if cold:
-        sessions = {name: models.make_session(models.model_path(name), threads=1) for name in names}
-        blobs = {name: [models.make_input(name, g) for _ in range(max(batch_sizes))] for name in names}
-        for name in names:
-            models.run_batch(name, sessions[name], blobs[name][:1])  # the first run allocates; not counted
+        held = {name: prepared(name) for name in names}
         for _ in range(repetitions):
             for n in batch_sizes:
                 for name in names:
                     models.trim_heap()
-                    cpu[name][n].append(timed(name, sessions[name], blobs[name][:n]))
+                    session, blobs = held[name]
+                    cpu[name][n].append(timed(name, session, blobs[:n]))
     else:
-        for name in names:
-            session = models.make_session(models.model_path(name), threads=1)
-            blobs = [models.make_input(name, g) for _ in range(max(batch_sizes))]
-            models.run_batch(name, session, blobs[:1])  # the first run allocates; not counted
+        for name in names:  # one session at a time
+            session, blobs = prepared(name)
             for n in batch_sizes:
                 cpu[name][n] = [timed(name, session, blobs[:n]) for _ in range(repetitions)]
     return {name: {n: float(np.mean(v)) for n, v in per.items()} for name, per in cpu.items()}
