@@ -87,6 +87,10 @@ def test_a_short_live_run_accounts_for_everything_within_its_limits(tmp_path, ca
     assert abs(sum(r[2] for r in rows) - work) <= 1e-5 * len(rows) + 1e-5 * work
     assert sum(r[1] for r in rows) >= int(events.sel(event="complete").values[0])
     assert all(r[3] >= 0 and r[4] > 0 for part in [rows, *acc["batches"]["devices"]] for r in part)
+    # a node's batches start in order on the machine's clock, each after the last ended
+    # (the server's run one at a time under fifo; rounding to 1e-4 s)
+    for part in [rows, *acc["batches"]["devices"]]:
+        assert all(b[5] >= a[5] + a[4] - 2e-4 for a, b in zip(part, part[1:]))
     # limits: no process killed, memory never above its limit, CPU never above its quota
     assert acc["limits"]["oom_kills"] == [0] * 4
     assert (ds.node_memory_peak <= ds.node_memory_limit).all()

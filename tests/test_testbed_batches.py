@@ -40,3 +40,46 @@ def test_cpu_ids_read_the_first_processors_numbers(tmp_path):
                     "processor\t: 1\ncpu family\t: 25\n")
     assert cpu_ids(str(info)) == {"family": "26", "model": "2", "stepping": "1"}
     assert cpu_ids(str(tmp_path / "none")) == {}
+
+
+def test_volunteer_factors_are_ratio_estimates_with_their_delta_method_interval():
+    from gmm_volunteer.testbed.batches import volunteer_factors
+
+    work = {"a": work_table([1, 4], [0.1, 0.4]), "b": work_table([1], [0.05])}
+    # a: y = 0.3, 0.5, 0.4 against x = 0.1, 0.2, 0.2 (sizes 1, 2, 2); b once; c not in the bundle
+    listed = [["a", 1, 0.3, 0.3, 1.0], ["a", 2, 0.5, 0.5, 1.0], ["a", 2, 0.4, 0.4, 1.0],
+              ["b", 1, 0.2, 0.2, 1.0], ["c", 1, 9.0, 9.0, 1.0]]
+    f = volunteer_factors(listed, work)
+    assert set(f) == {"a", "b"}
+    y, x = np.array([0.3, 0.5, 0.4]), np.array([0.1, 0.2, 0.2])
+    r = y.sum() / x.sum()
+    half = 1.96 * np.sqrt(((y - r * x) ** 2).sum() / 6) / x.mean()
+    assert f["a"][0] == 3 and np.isclose(f["a"][1], 2.4) and np.isclose(f["a"][2], half)
+    assert f["b"][0] == 1 and np.isclose(f["b"][1], 4.0) and np.isnan(f["b"][2])  # no spread from one batch
+
+
+def test_fit_volunteer_writes_the_factors_and_keeps_an_unexecuted_types(tmp_path):
+    from gmm_volunteer.io.bundle import load_bundle, write_bundle
+    from gmm_volunteer.testbed.batches import fit_volunteer
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    data = synthetic_bundle()
+    write_bundle(data, tmp_path / "b")
+    first, second = (s["name"] for s in data["subtask_types"][:2])
+    w1 = data["subtask_types"][0]["work"]
+    base = work_table(w1["batch_sizes"], w1["mean_cpu_s"])[1]
+    # two stores; the server's batches do not count
+    stores = [{"server": [[first, 1, 99.0, 99.0, 1.0]], "devices": [[[first, 1, 2 * base, 0.0, 1.0]]]},
+              {"server": [], "devices": [[], [[first, 1, 3 * base, 0.0, 1.0]]]}]
+    path, factors, missing = fit_volunteer(stores, tmp_path / "b", tmp_path / "out")
+    assert np.isclose(factors[first][1], 2.5) and factors[first][0] == 2
+    assert second in missing and first not in missing
+    fitted = {s.name: s.work.volunteer_factor for s in load_bundle(path).subtask_types}
+    assert fitted[first] == 2.5 and fitted[second] == 1.0
+    assert "Volunteer factors" in load_bundle(path).provenance
+
+
+def test_fit_volunteer_without_a_bundle_exits_2(tmp_path, capsys):
+    assert main([str(tmp_path / "none.zarr"), "--fit-volunteer", str(tmp_path / "out")]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -244,3 +244,61 @@ def test_carry_over_runs_a_volunteer_subtask_in_its_execution_time(tmp_path):
         else:  # a volunteer's request: + an input step and an upload step; SE from the sample's sd
             expected = 1.0 / p + 2.0 * f
             assert abs(lat.mean() - expected) < 4.5 * lat.std() / math.sqrt(n), (lat.mean(), expected)
+
+
+def test_a_volunteer_needs_its_volunteer_factor_times_the_work(tmp_path):
+    """`work.volunteer_factor` (docs/model.md D29): a batch executing on a volunteer needs
+    the factor times the table's work, on the server the table's. With exponential work of
+    mean mu at one core, uncontended nodes, transfers of 1e-6 MB and carry_over (as in the
+    test above), a request takes ceil(X) steps with X ~ Exp(mu) on the server and
+    Exp(g mu) on a volunteer, g = 3: mean f / p_v + (1 - f) / p, p = 1 - exp(-1 / mu),
+    p_v = 1 - exp(-1 / (g mu)), f the share volunteers ran (within 4.5 SE, SE = sample sd /
+    sqrt(n)). The volunteers' finished work (`completed_work`) per execution is g mu (the
+    mean of an exponential, within 4.5 SE, SE = g mu / sqrt(n)): both the kernel's inline
+    progress and `ops.phase_work` apply the factor."""
+    mu, g = 2.0, 3.0
+    path = tmp_path / "vol"
+    data = queueing_bundle(mean_work_s=mu, demand_pct=100.0)
+    data["subtask_types"][0]["work"]["volunteer_factor"] = g
+    write_bundle(data, path)
+    cfg = make_config(path, users=60, steps=3000, scheduler="uniform", seed=3, server=1.0,
+                      base_profile={"cpu": 1.0e5},
+                      availability={"online": LONG, "offline": {"dist": "exponential", "mean": 10.0}},
+                      requests={"think_time": {"dist": "exponential", "mean": 20.0}, "patience": LONG,
+                                "type_probabilities": [1.0]},
+                      execution={"batching": False, "phase_changes": "carry_over"})
+    rec = Simulation(cfg).run(progress=False)
+    completed = rec.subtask_events[:, :, 1].sum(axis=0)
+    f = completed[1] / completed.sum()
+    assert f > 0.9
+    p, p_v = 1.0 - math.exp(-1.0 / mu), 1.0 - math.exp(-1.0 / (g * mu))
+    lat = (rec.request_end - rec.request_start)[rec.request_outcome == 0]
+    n = lat.size
+    assert n > 1500
+    expected = f / p_v + (1.0 - f) / p
+    assert abs(lat.mean() - expected) < 4.5 * lat.std() / math.sqrt(n), (lat.mean(), expected)
+    # the factor is not ignored: without it the mean would be 1 / p, many SEs away
+    assert abs(lat.mean() - 1.0 / p) > 4.5 * lat.std() / math.sqrt(n)
+    per = float(rec.completed_work[:, 1].astype(np.float64).sum()) / completed[1]
+    assert abs(per - g * mu) < 4.5 * g * mu / math.sqrt(completed[1]), (per, g * mu)
+
+
+def test_the_volunteer_factor_at_its_default_leaves_the_bundle_digest_as_before(tmp_path):
+    """A bundle written before `work.volunteer_factor` existed keeps the digest its stores
+    recorded (D29): 1 written out or left out is the same model, another factor is not;
+    a factor of 0 or one above the bound is refused, naming the field."""
+    from gmm_volunteer.io.bundle import BundleError, bundle_digest, legacy_bundle_digest, load_bundle
+
+    data = synthetic_bundle()
+    write_bundle(data, tmp_path / "none")
+    data["subtask_types"][0]["work"]["volunteer_factor"] = 1.0
+    write_bundle(data, tmp_path / "one")
+    data["subtask_types"][0]["work"]["volunteer_factor"] = 1.5
+    write_bundle(data, tmp_path / "other")
+    none, one, other = (load_bundle(tmp_path / n) for n in ("none", "one", "other"))
+    assert bundle_digest(none) == bundle_digest(one) != bundle_digest(other)
+    assert legacy_bundle_digest(none) == legacy_bundle_digest(one) != legacy_bundle_digest(other)
+    for bad in (0.0, 1e3):
+        data["subtask_types"][0]["work"]["volunteer_factor"] = bad
+        with pytest.raises(BundleError, match="volunteer_factor"):
+            validate_bundle(data, "b")

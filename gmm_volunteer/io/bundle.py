@@ -110,6 +110,10 @@ class Memory(_Strict):
         return self
 
 
+# A volunteer's batch at most this many times the server's work (D29)
+MAX_VOLUNTEER_FACTOR = 100.0
+
+
 class Work(_Strict):
     """CPU-seconds a batch's execution needs (docs/model.md, "Progress from granted
     resources"; refines paper 2.2, "Execution").
@@ -117,12 +121,18 @@ class Work(_Strict):
     `mean_cpu_s[i]` is the mean work of a batch of `batch_sizes[i]` subtasks; a batch's
     work is that mean times a factor of mean 1 drawn when it starts executing:
     lognormal with log-sd `log_sd`, or exponential (for checks against queueing theory).
+
+    The table is the work on the dedicated server. A batch executing on a volunteer needs
+    `volunteer_factor` times it (docs/model.md D29): a volunteer's process runs its batches
+    colder than the server's, and a testbed measures the ratio from the batches its nodes
+    list (`python -m gmm_volunteer.testbed.batches --fit-volunteer`). 1 = as on the server.
     """
 
     distribution: Literal["lognormal", "exponential"] = "lognormal"
     batch_sizes: list[int]
     mean_cpu_s: list[float]
     log_sd: float = Field(0.0, ge=0, le=MAX_LOG_SD)
+    volunteer_factor: float = Field(1.0, gt=0, le=MAX_VOLUNTEER_FACTOR)
 
     @model_validator(mode="after")
     def _lengths(self):
@@ -386,19 +396,30 @@ def _sha256_json(data: dict) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _content(bundle: Bundle, **dump) -> dict:
+    """The bundle as the digests read it: its JSON dump, without a subtask type's
+    `work.volunteer_factor` where it is the default 1 (0.8.4, D29), so that every bundle
+    written before the field existed keeps the digest its stores recorded."""
+    data = bundle.model_dump(mode="json", **dump)
+    for s in data.get("subtask_types", []):
+        if s["work"].get("volunteer_factor") == 1.0:
+            del s["work"]["volunteer_factor"]
+    return data
+
+
 def bundle_digest(bundle: Bundle) -> str:
     """SHA-256 of the validated bundle's content (canonical JSON) without its
     `DESCRIPTIVE_KEYS`: the same for the same model whatever its path, YAML layout, or
     the time and command line of the fit that made it. Run stores record it
     (`model_sha256`) so that a sweep can tell a store made with another model from one it
     can keep."""
-    return _sha256_json(bundle.model_dump(mode="json", exclude=set(DESCRIPTIVE_KEYS)))
+    return _sha256_json(_content(bundle, exclude=set(DESCRIPTIVE_KEYS)))
 
 
 def legacy_bundle_digest(bundle: Bundle) -> str:
     """The digest 0.5.0 to 0.8.0 recorded: of the whole bundle, `DESCRIPTIVE_KEYS`
     included. Stores written then carry it (docs/formats.md)."""
-    return _sha256_json(bundle.model_dump(mode="json"))
+    return _sha256_json(_content(bundle))
 
 
 def accepted_digests(bundle: Bundle) -> tuple[str, str]:

@@ -46,7 +46,7 @@ PARAM_FIELDS = (
     # tasks and subtasks
     "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
-    "wk_mean wk_dist wk_lsd sub_in_mb sub_out_mb batching carry_over fifo "
+    "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over fifo "
     # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
     "paper_progress hz_nmax hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
     # allocations
@@ -64,7 +64,7 @@ PARAM_SPEC = {
     **{k: "f" for k in "min_data_mb idw_power hz_nmax".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
+        "al_zm al_zsd wk_lsd wk_vol sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in (
         "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
         "hz_res hz_nterms").split()},
@@ -351,6 +351,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
     wk_mean = np.stack([work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s) for m in sub_type])
     wk_dist = np.array([_WORK_CODES[st[m].work.distribution] for m in sub_type], np.int64)
     wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
+    # A volunteer's batch costs this times the table's work (D29; 1 = as on the server)
+    wk_vol = np.array([st[m].work.volunteer_factor for m in sub_type])
     sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
     sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
     hz = hazard_arrays(bundle.hazard, n_types)
@@ -384,6 +386,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
         wk_mean=wk_mean,
         wk_dist=wk_dist,
         wk_lsd=wk_lsd,
+        wk_vol=wk_vol,
         sub_in_mb=sub_in_mb,
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
@@ -511,6 +514,7 @@ def _pack(T):
     s.wk_mean = T.wk_mean
     s.wk_dist = T.wk_dist
     s.wk_lsd = T.wk_lsd
+    s.wk_vol = T.wk_vol
     s.sub_in_mb = T.sub_in_mb
     s.sub_out_mb = T.sub_out_mb
     s.batching = T.batching

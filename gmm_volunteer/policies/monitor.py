@@ -38,6 +38,7 @@ from numba import njit
 from pydantic import BaseModel, Field
 
 from gmm_volunteer.model.kernels.jit import kernel
+from gmm_volunteer.model.kernels.ops import work_mean
 from gmm_volunteer.model.params import CPU, MEMORY
 from gmm_volunteer.model.constants import (  # noqa: F401
     MONITOR_OPS, OP_LABEL_UPDATE, OP_LATENCY_PROBE, OP_METRIC_READ, OP_SCORE_UPDATE)
@@ -263,7 +264,7 @@ def probe_estimate(S, P, R, v, j, t):
     processor sharing with the n subtasks already there, at least one step
     (docs/routing.md, "Probes")."""
     cores = S.alloc[v, CPU] / 100.0
-    work = P.wk_mean[j, 1]
+    work = work_mean(P, v, j, 1)  # what v would take: a volunteer's factor included (D29)
     n = R.nq[v]
     if cores <= 0.0:
         ex = R.mc[C_LAT_CAP]

@@ -9,8 +9,13 @@ whether the model's work per batch is what the nodes paid (docs/validation.md se
 "What a volunteer's batch costs").
 
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] [--model BUNDLE_DIR]
+    python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --fit-volunteer OUT_DIR
 
-Without `--model` the bundle the run was made with (its `model_bundle`) is used.
+Without `--model` the bundle the run was made with (its `model_bundle`) is used. With
+`--fit-volunteer` the stores' volunteer batches measure each type's volunteer factor
+(docs/model.md D29): their CPU-s counted over the bundle's work for the same batches,
+pooled over the stores, with its 95 % interval; a copy of the bundle with those factors is
+written to OUT_DIR. Types no volunteer executed keep the bundle's factor and are named.
 """
 
 from __future__ import annotations
@@ -69,6 +74,54 @@ def totals(batches: dict, work: dict[str, np.ndarray]) -> dict[str, tuple[int, f
     return out
 
 
+def volunteer_factors(listed: list, work: dict[str, np.ndarray]) -> dict[str, tuple[int, float, float]]:
+    """Per type: (volunteer batches the bundle's table covers, their CPU-s counted over the
+    bundle's work for the same batches, the 95 % half-width of that ratio). The ratio
+    estimator sum(y) / sum(x) with its delta-method standard error
+    sqrt(sum((y - R x)^2) / (n (n - 1))) / mean(x) and a normal quantile; nan below two
+    batches, where no spread is measured."""
+    groups = defaultdict(list)
+    for r in listed:
+        if (base := _base(work, r[0], int(r[1]))) is not None and base > 0:
+            groups[r[0]].append((float(r[2]), base))
+    out = {}
+    for name, pairs in sorted(groups.items()):
+        y, x = np.array(pairs).T
+        ratio = y.sum() / x.sum()
+        n = len(y)
+        half = (1.96 * np.sqrt(((y - ratio * x) ** 2).sum() / (n * (n - 1))) / x.mean()) if n > 1 else float("nan")
+        out[name] = (n, float(ratio), float(half))
+    return out
+
+
+def fit_volunteer(stores_batches: list[dict], bundle_dir, out_dir):
+    """Write a copy of the bundle at `bundle_dir` to `out_dir` with each type's
+    `work.volunteer_factor` measured from the volunteer batches of `stores_batches` (the
+    stores' `batches` lists); returns (the path, {type: (batches, factor, half-width)},
+    the types no volunteer executed)."""
+    import yaml
+
+    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+
+    work = bundle_work(bundle_dir)
+    listed = [r for b in stores_batches for r in _by_kind(b)[1][1]]
+    factors = volunteer_factors(listed, work)
+    data = yaml.safe_load(bundle_file(bundle_dir).read_text())
+    missing = []
+    for s in data["subtask_types"]:
+        if s["name"] in factors:
+            s["work"]["volunteer_factor"] = round(factors[s["name"]][1], 4)
+        else:
+            missing.append(s["name"])
+    measured = ", ".join(f"{k} {f:.3g} ({n} batches)" for k, (n, f, _) in factors.items())
+    data["provenance"] = (f"{data.get('provenance', '')} Volunteer factors (docs/model.md D29) measured by "
+                          f"gmm_volunteer.testbed.batches from {len(listed)} volunteer batches of "
+                          f"{len(stores_batches)} testbed store(s): {measured}"
+                          + (f"; no volunteer batch of {', '.join(missing)} (factor as in {bundle_dir})" if missing else "")
+                          + f"; everything else as {bundle_dir}.").strip()
+    return write_bundle(data, out_dir), factors, missing
+
+
 def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
     """Each type's mean work by batch size as the simulator reads it (`model.params.work_table`:
     the bundle's sizes, interpolated between them)."""
@@ -79,25 +132,61 @@ def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
     return {s.name: work_table(s.work.batch_sizes, s.work.mean_cpu_s) for s in b.subtask_types}
 
 
+def _store_batches(store: str) -> tuple[dict, dict]:
+    """The store's attributes and its batch lists; SystemExit(2) naming what is wrong."""
+    from gmm_volunteer.io.results import IncompleteResultError, open_result
+
+    try:
+        attrs = open_result(store).attrs
+    except (FileNotFoundError, IncompleteResultError, ValueError, OSError) as err:
+        print(f"batches: {store}: {err}", file=sys.stderr)
+        raise SystemExit(2)
+    account = json.loads(attrs.get("testbed", "{}"))
+    if "batches" not in account:
+        print(f"batches: {store}: no batch list in its `testbed` attribute (not a testbed store, or one "
+              f"made before 0.8.3)", file=sys.stderr)
+        raise SystemExit(2)
+    return attrs, account["batches"]
+
+
+def _fit(args, listed: list[dict]) -> int:
+    from gmm_volunteer.io.bundle import BundleError
+
+    try:
+        path, factors, missing = fit_volunteer(listed, args.model, args.fit_volunteer)
+    except (BundleError, FileNotFoundError, OSError) as err:
+        print(f"batches: {err}", file=sys.stderr)
+        return 2
+    print("| type | volunteer batches | volunteer factor | 95 % half-width |")
+    print("|---|---|---|---|")
+    for name, (n, f, half) in factors.items():
+        print(f"| {name} | {n} | {f:.3f} | {'-' if np.isnan(half) else f'{half:.3f}'} |")
+    for name in missing:
+        print(f"batches: no volunteer batch of {name}: its factor is the bundle's", file=sys.stderr)
+    print(path)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.batches", description=__doc__.split("\n\n")[0])
     p.add_argument("stores", nargs="+")
     p.add_argument("--model", default=None, metavar="BUNDLE_DIR", help="the bundle to set the batches beside")
+    p.add_argument("--fit-volunteer", default=None, metavar="OUT_DIR",
+                   help="write a copy of --model with each type's volunteer factor measured from the stores")
     args = p.parse_args(argv)
     from gmm_volunteer.io.bundle import BundleError
-    from gmm_volunteer.io.results import IncompleteResultError, open_result
 
-    for store in args.stores:
-        try:
-            attrs = open_result(store).attrs
-        except (FileNotFoundError, IncompleteResultError, ValueError, OSError) as err:
-            print(f"batches: {store}: {err}", file=sys.stderr)
-            return 2
-        account = json.loads(attrs.get("testbed", "{}"))
-        if "batches" not in account:
-            print(f"batches: {store}: no batch list in its `testbed` attribute (not a testbed store, or one "
-                  f"made before 0.8.3)", file=sys.stderr)
-            return 2
+    if args.fit_volunteer is not None and args.model is None:
+        print("batches: --fit-volunteer needs --model BUNDLE_DIR (the bundle whose work the factors scale)",
+              file=sys.stderr)
+        return 2
+    try:
+        read = [(store, *_store_batches(store)) for store in args.stores]
+    except SystemExit as stop:
+        return int(stop.code)
+    if args.fit_volunteer is not None:
+        return _fit(args, [b for _, _, b in read])
+    for store, attrs, batches in read:
         model = args.model or attrs.get("model_bundle")
         try:
             work = bundle_work(model)
@@ -107,10 +196,10 @@ def main(argv=None) -> int:
         print(f"{store} (gmmv {attrs.get('gmmv_version', '?')}) against {model}\n")
         print("| " + " | ".join(COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))
-        for r in rows(account["batches"], work):
+        for r in rows(batches, work):
             print("| " + " | ".join(r) + " |")
         print()
-        for kind, (n, cpu, base) in totals(account["batches"], work).items():
+        for kind, (n, cpu, base) in totals(batches, work).items():
             if n:
                 print(f"{kind}: {n} batches, {cpu:.2f} CPU-s counted against the bundle's {base:.2f} "
                       f"for the same batches ({cpu / base:.2f} times)")

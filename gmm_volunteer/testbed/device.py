@@ -82,15 +82,17 @@ def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool, lo
     """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
     Runtime computes on the calling thread, so that thread's CPU time is the batch's even
     while other batches run; otherwise the process's (batches then run one at a time).
-    `log` gets [type, batch size, CPU-s counted, the calling thread's CPU-s, wall s], so a
-    run shows what each batch cost beside what the bundle says (docs/testbed.md)."""
+    `log` gets [type, batch size, CPU-s counted, the calling thread's CPU-s, wall s, start
+    on the machine's monotonic clock in s], so a run shows what each batch cost beside
+    what the bundle says, and how long its node was idle before it (docs/testbed.md). The
+    monotonic clock is the machine's, one for every process of a run."""
     clock = time.thread_time if per_thread else time.process_time
-    c0, t0, w0 = clock(), time.thread_time(), time.perf_counter()
+    c0, t0, w0 = clock(), time.thread_time(), time.monotonic()
     out = run_batch(name, session, blobs)
     cpu = clock() - c0
     if log is not None:
         log.append([name, len(blobs), round(cpu, 5), round(time.thread_time() - t0, 5),
-                    round(time.perf_counter() - w0, 4)])
+                    round(time.monotonic() - w0, 4), round(w0, 4)])
     return out, cpu
 
 

@@ -341,7 +341,7 @@ def step_consumption(S, P, t):
         v = nd_touched[k]
         for r in range(N_CRES):
             nd_cons[v, r] = 0.0
-    b_done, b_eps, nd_work, wk_mean = S.b_done, S.b_eps, S.nd_work, P.wk_mean
+    b_done, b_eps, nd_work, wk_mean, wk_vol = S.b_done, S.b_eps, S.nd_work, P.wk_mean, P.wk_vol
     b_tau, carry, b_share = S.b_tau, P.carry_over, S.b_share
     sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
@@ -368,6 +368,8 @@ def step_consumption(S, P, t):
             else:
                 top = wk_mean[j, MAX_BATCH_TABLE]
                 wm = top + (top - wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
+            if v > 0:
+                wm *= wk_vol[j]
             work = 100.0 * wm * b_eps[b]
         elif ph == DOWNLOAD:
             work = 8.0 * n * sub_in_mb[j]
