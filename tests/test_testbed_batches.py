@@ -83,3 +83,23 @@ def test_fit_volunteer_without_a_bundle_exits_2(tmp_path, capsys):
     assert main([str(tmp_path / "none.zarr"), "--fit-volunteer", str(tmp_path / "out")]) == 2
     assert "--model" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_by_idle_bins_each_batch_by_its_nodes_idle_time_before_it():
+    from gmm_volunteer.testbed.batches import IDLE_EDGES, by_idle
+
+    work = {"a": work_table([1], [0.1])}
+    # one volunteer: starts 0 (first: left out), 1.05 after a batch ending at 1.0 (idle
+    # 0.05), 5.0 after one ending at 1.25 (idle 3.75); the server: idle 20 s; "b" not in the bundle
+    dev = [["a", 1, 0.1, 0.1, 1.0, 0.0], ["a", 1, 0.3, 0.3, 0.2, 1.05], ["a", 2, 0.8, 0.8, 1.0, 5.0],
+           ["b", 1, 0.1, 0.1, 0.1, 7.0]]
+    server = [["a", 1, 0.1, 0.1, 0.5, 0.0], ["a", 1, 0.15, 0.1, 0.5, 20.5]]
+    out = by_idle([("case", {"server": server, "devices": [dev]})], work)
+    assert len(IDLE_EDGES) == 4
+    assert out == [["server", "case", "a", "-", "-", "-", "-", "1.50 (1)"],
+                   ["volunteers", "case", "a", "3.00 (1)", "-", "-", "4.00 (1)", "-"]]
+
+
+def test_by_idle_without_a_bundle_exits_2(tmp_path, capsys):
+    assert main([str(tmp_path / "none.zarr"), "--by-idle"]) == 2
+    assert "--model" in capsys.readouterr().err

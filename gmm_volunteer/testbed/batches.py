@@ -10,12 +10,16 @@ whether the model's work per batch is what the nodes paid (docs/validation.md se
 
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] [--model BUNDLE_DIR]
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --fit-volunteer OUT_DIR
+    python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --by-idle [--result-file PATH]
 
 Without `--model` the bundle the run was made with (its `model_bundle`) is used. With
 `--fit-volunteer` the stores' volunteer batches measure each type's volunteer factor
 (docs/model.md D29): their CPU-s counted over the bundle's work for the same batches,
 pooled over the stores, with its 95 % interval; a copy of the bundle with those factors is
 written to OUT_DIR. Types no volunteer executed keep the bundle's factor and are named.
+With `--by-idle` (stores from 0.8.4, whose batches have their start) one table sets
+every store's batches beside the bundle's work by how long their node was idle before
+them, per node kind, case (the store's name before `-seed`) and type.
 """
 
 from __future__ import annotations
@@ -71,6 +75,34 @@ def totals(batches: dict, work: dict[str, np.ndarray]) -> dict[str, tuple[int, f
     for kind, listed in _by_kind(batches):
         covered = [(r[2], b) for r in listed if (b := _base(work, r[0], int(r[1]))) is not None]
         out[kind] = (len(covered), sum(c for c, _ in covered), sum(b for _, b in covered))
+    return out
+
+
+IDLE_EDGES = (0.2, 1.0, 3.0, 10.0)  # s: bins of the idle time before a batch (docs/validation.md 6)
+
+
+def _idle_label(k: int) -> str:
+    lo = ([0.0] + list(IDLE_EDGES))[k]
+    return f"idle > {lo:g} s" if k == len(IDLE_EDGES) else f"idle {lo:g}-{IDLE_EDGES[k]:g} s"
+
+
+def by_idle(stores: list[tuple[str, dict]], work: dict[str, np.ndarray]) -> list[list[str]]:
+    """Per node kind, case and type: the batches' CPU-s over the bundle's work for the same
+    batches, by the time the node was idle before each (from its previous batch's end to
+    its start; 0.8.4 stores list each batch's start). `stores` is [(case, batches)]. A
+    node's first batch has no idle time and is left out. Cells: ratio (batches)."""
+    acc = defaultdict(lambda: np.zeros((len(IDLE_EDGES) + 1, 3)))
+    for case, batches in stores:
+        nodes = [("server", batches.get("server", []))] + [("volunteers", d) for d in batches.get("devices", [])]
+        for kind, listed in nodes:
+            for prev, r in zip(listed, listed[1:]):
+                if (base := _base(work, r[0], int(r[1]))) is None:
+                    continue
+                k = int(np.searchsorted(IDLE_EDGES, r[5] - (prev[5] + prev[4]), side="right"))
+                acc[(kind, case, r[0])][k] += (r[2], base, 1)
+    out = []
+    for (kind, case, name), a in sorted(acc.items()):
+        out.append([kind, case, name] + [f"{y / x:.2f} ({int(n)})" if n else "-" for y, x, n in a])
     return out
 
 
@@ -167,18 +199,58 @@ def _fit(args, listed: list[dict]) -> int:
     return 0
 
 
+def _idle_table(args, read: list, argv) -> int:
+    import shlex
+    from pathlib import Path
+
+    from gmm_volunteer.io import resultfile
+    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle
+
+    for store, _, batches in read:
+        listed = [r for _, part in _by_kind(batches) for r in part]
+        if any(len(r) < 6 for r in listed):
+            print(f"batches: {store}: its batches have no start time (a store made before 0.8.4)", file=sys.stderr)
+            return 2
+    try:
+        work = bundle_work(args.model)
+        digest = bundle_digest(load_bundle(args.model))
+    except (BundleError, FileNotFoundError, OSError) as err:
+        print(f"batches: {args.model}: {err}", file=sys.stderr)
+        return 2
+    cases = [(Path(store).name.rsplit("-seed", 1)[0], b) for store, _, b in read]
+    head = ["node", "case", "type"] + [_idle_label(k) for k in range(len(IDLE_EDGES) + 1)]
+    table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                      + ["| " + " | ".join(r) + " |" for r in by_idle(cases, work)])
+    print(table)
+    if args.result_file:
+        attrs = read[0][1]
+        resultfile.write(
+            args.result_file, table + "\n",
+            command="python -m gmm_volunteer.testbed.batches " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
+            bundles={resultfile.bundle_name(args.model): digest}, gmmv_version=attrs.get("gmmv_version", "?"),
+            trajectory_version=attrs.get("trajectory_version", "?"),
+            title="What a batch costs on a testbed node by the idle time before it (docs/validation.md section 6)",
+            note=f"testbed stores: {', '.join(Path(s).name for s, _, _ in read)}. Cells: the batches' CPU-s counted "
+                 f"over the bundle's work for the same batches (batches); idle time from the node's previous batch's "
+                 f"end to the batch's start; a node's first batch is left out.")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.batches", description=__doc__.split("\n\n")[0])
     p.add_argument("stores", nargs="+")
     p.add_argument("--model", default=None, metavar="BUNDLE_DIR", help="the bundle to set the batches beside")
     p.add_argument("--fit-volunteer", default=None, metavar="OUT_DIR",
                    help="write a copy of --model with each type's volunteer factor measured from the stores")
+    p.add_argument("--by-idle", action="store_true",
+                   help="one table of every store's batches against --model by the idle time before them (0.8.4 on)")
+    p.add_argument("--result-file", default=None, metavar="PATH", help="with --by-idle: also write it as a result file")
     args = p.parse_args(argv)
     from gmm_volunteer.io.bundle import BundleError
 
-    if args.fit_volunteer is not None and args.model is None:
-        print("batches: --fit-volunteer needs --model BUNDLE_DIR (the bundle whose work the factors scale)",
-              file=sys.stderr)
+    if (args.fit_volunteer is not None or args.by_idle) and args.model is None:
+        print("batches: --fit-volunteer and --by-idle need --model BUNDLE_DIR (the bundle whose work they "
+              "read)", file=sys.stderr)
         return 2
     try:
         read = [(store, *_store_batches(store)) for store in args.stores]
@@ -186,6 +258,8 @@ def main(argv=None) -> int:
         return int(stop.code)
     if args.fit_volunteer is not None:
         return _fit(args, [b for _, _, b in read])
+    if args.by_idle:
+        return _idle_table(args, read, argv)
     for store, attrs, batches in read:
         model = args.model or attrs.get("model_bundle")
         try:
