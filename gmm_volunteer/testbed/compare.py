@@ -338,15 +338,21 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
             bundles[value] = bundle_digest(load_bundle(value))
-    found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for c in args.configs
-                    for p in args.results.glob(f"{c.stem}-seed*.zarr")}, key=lambda x: (len(x), x))
+    stores = [p for c in args.configs for p in args.results.glob(f"{c.stem}-seed*.zarr")]
+    found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for p in stores}, key=lambda x: (len(x), x))
     seeds = ", ".join(found)
+    # The simulator and this comparison ran at this package's version; the testbed runs
+    # at their stores' (a headline may gather several), which the note lists.
+    from gmm_volunteer import __version__
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
+
+    made = sorted({str(open_result(p).attrs.get("gmmv_version", "?")) for p in stores})
     for suffix, (table, what) in tables.items():
         resultfile.write(
             Path(f"{prefix}{suffix}.md"), table, command=command, bundles=bundles,
-            gmmv_version=attrs["gmmv_version"], trajectory_version=attrs["trajectory_version"],
+            gmmv_version=__version__, trajectory_version=TRAJECTORY_VERSION,
             title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
-            note=f"testbed: the stores in {args.results} (gmmv testbed, seeds {seeds}); simulator: "
+            note=f"testbed: the stores in {args.results} (gmmv testbed {', '.join(made)}, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
                  + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". "
                  + notes.get(suffix, DEFAULT_NOTE))
