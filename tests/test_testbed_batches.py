@@ -103,3 +103,18 @@ def test_by_idle_bins_each_batch_by_its_nodes_idle_time_before_it():
 def test_by_idle_without_a_bundle_exits_2(tmp_path, capsys):
     assert main([str(tmp_path / "none.zarr"), "--by-idle"]) == 2
     assert "--model" in capsys.readouterr().err
+
+
+def test_a_volunteers_batches_are_set_beside_the_table_times_its_factor():
+    """As the simulator reads a bundle with volunteer factors (D29): the server's batches
+    against the table, a volunteer's against the table times its type's factor."""
+    from gmm_volunteer.testbed.batches import by_idle
+
+    work = {"a": work_table([1], [0.1])}
+    batches = {"server": [["a", 1, 0.2, 0.2, 1.0, 0.0], ["a", 1, 0.2, 0.2, 1.0, 1.0]],
+               "devices": [[["a", 1, 0.2, 0.2, 1.0, 0.0], ["a", 1, 0.2, 0.2, 1.0, 1.0]]]}
+    out = rows(batches, work, {"a": 2.0})
+    assert [r[6:8] for r in out] == [["0.1000", "2.00"], ["0.2000", "1.00"]]
+    t = totals(batches, work, {"a": 2.0})
+    assert np.isclose(t["server"][2], 0.2) and np.isclose(t["volunteers"][2], 0.4)
+    assert [r[3] for r in by_idle([("c", batches)], work, {"a": 2.0})] == ["2.00 (1)", "1.00 (1)"]

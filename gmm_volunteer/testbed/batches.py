@@ -4,7 +4,8 @@ From 0.8.3 a testbed store lists every batch the server and each device executed
 (`batches` in its `testbed` attribute: type, batch size, CPU-s counted, the executing
 thread's CPU-s, wall seconds). This groups them by node kind, type and batch size and
 sets each group's CPU beside the bundle's mean work at that batch size (as the simulator
-reads it: interpolated between the bundle's sizes), so a run shows
+reads it: interpolated between the bundle's sizes, on a volunteer times the type's
+volunteer factor, docs/model.md D29), so a run shows
 whether the model's work per batch is what the nodes paid (docs/validation.md section 6,
 "What a volunteer's batch costs").
 
@@ -14,7 +15,8 @@ whether the model's work per batch is what the nodes paid (docs/validation.md se
 
 Without `--model` the bundle the run was made with (its `model_bundle`) is used. With
 `--fit-volunteer` the stores' volunteer batches measure each type's volunteer factor
-(docs/model.md D29): their CPU-s counted over the bundle's work for the same batches,
+(docs/model.md D29): their CPU-s counted over the bundle's table for the same batches
+(the factors the bundle may already carry are replaced, not compounded),
 pooled over the stores, with its 95 % interval; a copy of the bundle with those factors is
 written to OUT_DIR. Types no volunteer executed keep the bundle's factor and are named.
 With `--by-idle` (stores from 0.8.4, whose batches have their start) one table sets
@@ -47,12 +49,22 @@ def _base(work: dict[str, np.ndarray], name: str, size: int) -> float | None:
     return float(table[size]) if table is not None and size < len(table) else None
 
 
-def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
+def _for_kind(work: dict[str, np.ndarray], factors: dict[str, float] | None, kind: str) -> dict[str, np.ndarray]:
+    """The work a batch needs on a node of `kind` as the simulator reads it: the table on
+    the server, the table times the type's volunteer factor on a volunteer (D29)."""
+    if kind == "server" or not factors:
+        return work
+    return {name: table * factors.get(name, 1.0) for name, table in work.items()}
+
+
+def rows(batches: dict, work: dict[str, np.ndarray], factors: dict[str, float] | None = None) -> list[list[str]]:
     """The table of `batches` ({"server": [...], "devices": [[...], ...]}) against `work`
-    ({type: mean CPU-s indexed by batch size}, the bundle's as the model reads it); one row
-    per node kind, type and size."""
+    ({type: mean CPU-s indexed by batch size}, the bundle's table as the model reads it)
+    and, on volunteers, the bundle's volunteer `factors`; one row per node kind, type and
+    size."""
     out = []
     for kind, listed in _by_kind(batches):
+        kind_work = _for_kind(work, factors, kind)
         groups = defaultdict(list)
         for r in listed:
             groups[(r[0], int(r[1]))].append(r)
@@ -60,7 +72,7 @@ def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
             cpu = np.array([r[2] for r in rs], float)
             thread = np.array([r[3] for r in rs], float)
             wall = np.array([r[4] for r in rs], float)
-            base = _base(work, name, size)
+            base = _base(kind_work, name, size)
             out.append([kind, name, str(size), str(len(rs)), f"{cpu.mean():.4f}", f"{np.median(cpu):.4f}",
                         "-" if base is None else f"{base:.4f}",
                         "-" if not base else f"{cpu.mean() / base:.2f}",
@@ -68,12 +80,15 @@ def rows(batches: dict, work: dict[str, np.ndarray]) -> list[list[str]]:
     return out
 
 
-def totals(batches: dict, work: dict[str, np.ndarray]) -> dict[str, tuple[int, float, float]]:
-    """Per node kind: (batches, CPU-s counted, the bundle's work for the same batches), over
-    the batches whose type and size the bundle's table covers."""
+def totals(batches: dict, work: dict[str, np.ndarray],
+           factors: dict[str, float] | None = None) -> dict[str, tuple[int, float, float]]:
+    """Per node kind: (batches, CPU-s counted, the bundle's work for the same batches, on
+    volunteers with their `factors`), over the batches whose type and size the bundle's
+    table covers."""
     out = {}
     for kind, listed in _by_kind(batches):
-        covered = [(r[2], b) for r in listed if (b := _base(work, r[0], int(r[1]))) is not None]
+        kind_work = _for_kind(work, factors, kind)
+        covered = [(r[2], b) for r in listed if (b := _base(kind_work, r[0], int(r[1]))) is not None]
         out[kind] = (len(covered), sum(c for c, _ in covered), sum(b for _, b in covered))
     return out
 
@@ -86,7 +101,8 @@ def _idle_label(k: int) -> str:
     return f"idle > {lo:g} s" if k == len(IDLE_EDGES) else f"idle {lo:g}-{IDLE_EDGES[k]:g} s"
 
 
-def by_idle(stores: list[tuple[str, dict]], work: dict[str, np.ndarray]) -> list[list[str]]:
+def by_idle(stores: list[tuple[str, dict]], work: dict[str, np.ndarray],
+            factors: dict[str, float] | None = None) -> list[list[str]]:
     """Per node kind, case and type: the batches' CPU-s over the bundle's work for the same
     batches, by the time the node was idle before each (from its previous batch's end to
     its start; 0.8.4 stores list each batch's start). `stores` is [(case, batches)]. A
@@ -95,8 +111,9 @@ def by_idle(stores: list[tuple[str, dict]], work: dict[str, np.ndarray]) -> list
     for case, batches in stores:
         nodes = [("server", batches.get("server", []))] + [("volunteers", d) for d in batches.get("devices", [])]
         for kind, listed in nodes:
+            kind_work = _for_kind(work, factors, kind)
             for prev, r in zip(listed, listed[1:]):
-                if (base := _base(work, r[0], int(r[1]))) is None:
+                if (base := _base(kind_work, r[0], int(r[1]))) is None:
                     continue
                 k = int(np.searchsorted(IDLE_EDGES, r[5] - (prev[5] + prev[4]), side="right"))
                 acc[(kind, case, r[0])][k] += (r[2], base, 1)
@@ -164,6 +181,13 @@ def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
     return {s.name: work_table(s.work.batch_sizes, s.work.mean_cpu_s) for s in b.subtask_types}
 
 
+def bundle_factors(bundle_dir) -> dict[str, float]:
+    """Each type's volunteer factor (docs/model.md D29; 1 where the bundle gives none)."""
+    from gmm_volunteer.io.bundle import load_bundle
+
+    return {s.name: s.work.volunteer_factor for s in load_bundle(bundle_dir).subtask_types}
+
+
 def _store_batches(store: str) -> tuple[dict, dict]:
     """The store's attributes and its batch lists; SystemExit(2) naming what is wrong."""
     from gmm_volunteer.io.results import IncompleteResultError, open_result
@@ -212,7 +236,7 @@ def _idle_table(args, read: list, argv) -> int:
             print(f"batches: {store}: its batches have no start time (a store made before 0.8.4)", file=sys.stderr)
             return 2
     try:
-        work = bundle_work(args.model)
+        work, factors = bundle_work(args.model), bundle_factors(args.model)
         digest = bundle_digest(load_bundle(args.model))
     except (BundleError, FileNotFoundError, OSError) as err:
         print(f"batches: {args.model}: {err}", file=sys.stderr)
@@ -220,7 +244,7 @@ def _idle_table(args, read: list, argv) -> int:
     cases = [(Path(store).name.rsplit("-seed", 1)[0], b) for store, _, b in read]
     head = ["node", "case", "type"] + [_idle_label(k) for k in range(len(IDLE_EDGES) + 1)]
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                      + ["| " + " | ".join(r) + " |" for r in by_idle(cases, work)])
+                      + ["| " + " | ".join(r) + " |" for r in by_idle(cases, work, factors)])
     print(table)
     if args.result_file:
         attrs = read[0][1]
@@ -263,17 +287,17 @@ def main(argv=None) -> int:
     for store, attrs, batches in read:
         model = args.model or attrs.get("model_bundle")
         try:
-            work = bundle_work(model)
+            work, factors = bundle_work(model), bundle_factors(model)
         except (BundleError, FileNotFoundError, OSError) as err:
             print(f"batches: {model}: {err}", file=sys.stderr)
             return 2
         print(f"{store} (gmmv {attrs.get('gmmv_version', '?')}) against {model}\n")
         print("| " + " | ".join(COLUMNS) + " |")
         print("|" + "---|" * len(COLUMNS))
-        for r in rows(batches, work):
+        for r in rows(batches, work, factors):
             print("| " + " | ".join(r) + " |")
         print()
-        for kind, (n, cpu, base) in totals(batches, work).items():
+        for kind, (n, cpu, base) in totals(batches, work, factors).items():
             if n:
                 print(f"{kind}: {n} batches, {cpu:.2f} CPU-s counted against the bundle's {base:.2f} "
                       f"for the same batches ({cpu / base:.2f} times)")
