@@ -42,6 +42,14 @@ def test_cpu_ids_read_the_first_processors_numbers(tmp_path):
     assert cpu_ids(str(tmp_path / "none")) == {}
 
 
+def test_cpu_label_names_the_numbers_where_known():
+    from gmm_volunteer.fitting.collect.procstat import cpu_label
+
+    assert cpu_label("AMD EPYC", {"family": "23", "model": "49", "stepping": "0"}) == "AMD EPYC (family 23, model 49)"
+    assert cpu_label("AMD EPYC", {}) == "AMD EPYC"
+    assert cpu_label("Intel Xeon", None) == "Intel Xeon"
+
+
 def test_volunteer_factors_are_ratio_estimates_with_their_delta_method_interval():
     from gmm_volunteer.testbed.batches import volunteer_factors
 

@@ -6,6 +6,7 @@ No root needed: these are the comparison's arithmetic and its argument checks.""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,12 +60,49 @@ def test_cell_names_the_interval_and_the_verdict():
 @pytest.mark.parametrize("argv, message", [
     (["--calibration", "nope"], "--calibration: nope is not among the configs' stems"),
     (["--candidate", "model=x"], "--candidate needs --calibration"),
+    (["--from-step", "-5"], "--from-step: -5 is negative"),
+    (["--variants-file", "x.md"], "--variants-file needs --variant"),
 ])
 def test_compare_refuses_bad_protocol_options(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         compare_main([str(tmp_path), "configs/testbed/light-uniform.yaml", *argv])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_from_step_counts_the_requests_that_started_then_or_later():
+    """`--from-step` leaves the warm-up out on both sides: the counts and the latencies of
+    `_stats` are those of the requests that started at that step or later, read here from
+    one simulated run's own records."""
+    from gmm_volunteer.io import conventions
+    from gmm_volunteer.testbed.compare import _simulate, _stats
+
+    (ds,) = _simulate("configs/testbed/light-uniform.yaml", [7], ["steps=90"])
+    rec = conventions.flat_requests(ds)
+    late = rec["request_start"] >= 45
+    assert late.any() and (~late).any()  # both windows hold requests, so the cut is tested
+    whole, cut = _stats([ds]), _stats([ds], from_step=45)
+    done = rec["request_outcome"] == 0
+    assert whole["counts"]["completed"][0] == int(done.sum())
+    assert cut["counts"]["completed"][0] == int((done & late).sum())
+    np.testing.assert_array_equal(np.sort(cut["latency"]), np.sort(rec["request_latency"][done & late]))
+    assert cut["cpu"][0] == whole["cpu"][0]  # the CPU columns take the whole run
+
+
+def test_a_variant_is_measured_against_the_runs(tmp_path):
+    """`--variant`: the simulator's run of seed 1000 stored as a "testbed" run gives every
+    measure +0 % under the setting that made it, and a setting that changes the system
+    changes the errors (so the overrides reach the simulator)."""
+    from gmm_volunteer.io.results import write_result
+    from gmm_volunteer.testbed.compare import _simulate, variants
+
+    config = Path("configs/testbed/light-uniform.yaml")
+    (ds,) = _simulate(config, [1000], ["steps=90"])
+    write_result(ds, tmp_path / "light-uniform-seed1.zarr")
+    table = variants(tmp_path, [config], ["", "users.count=2"], 1, ["steps=90"]).splitlines()
+    same, fewer = (row.rstrip(" |").split(" | ") for row in table[2:4])
+    assert same[0] == "| (as set)" and all(c.endswith("(+0 %)") for c in same[3:6])
+    assert fewer[0] == "| users.count=2" and not fewer[3].endswith("(+0 %)")
 
 
 class _FakeCgroup:

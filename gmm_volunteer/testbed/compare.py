@@ -8,12 +8,15 @@ and the server's CPU. Error = (simulator - testbed) / testbed.
 
     python -m gmm_volunteer.testbed.compare RESULTS_DIR CONFIG... [--sim-seeds 50]
         [--figure PATH] [--result-files PREFIX] [--calibration CASE,... --candidate S ...]
+        [--variant S ...] [--from-step N]
 
 reads RESULTS_DIR/<config stem>-seed<s>.zarr (written by `gmmv testbed`), prints the
 tables, and writes the figure of the two latency distributions per case. The headline
 (`verdict`) judges each case within target, outside, or cannot decide; with
 --calibration and --candidate, the simulator's setting is chosen on the calibration cases
-alone and the others are predicted with it (the held-out protocol).
+alone and the others are predicted with it (the held-out protocol). --variant sets other
+settings beside the kept one, each with its signed errors (a mechanism measured by what it
+changes); --from-step counts only the requests that started at that step or later.
 """
 
 from __future__ import annotations
@@ -32,16 +35,19 @@ from gmm_volunteer.testbed import verdict
 QUANTILES = (0.5, 0.95, 0.99)
 
 
-def _stats(datasets) -> dict:
+def _stats(datasets, from_step: int = 0) -> dict:
     """Per-run counts, pooled latencies and each run's latency statistics
-    (`_latency_stats`) of a list of result datasets."""
+    (`_latency_stats`) of a list of result datasets, of the requests that started at step
+    `from_step` or later (0: all; a later step leaves out the warm-up, when volunteers
+    download their models and the testbed's load their sessions)."""
     from gmm_volunteer.io import conventions
 
     per_run = {o: [] for o in OUTCOMES}
     cpu, lat, lat_type, lat_runs = [], [], [], []
     for ds in datasets:
         records = conventions.flat_requests(ds)
-        out = records["request_outcome"]
+        counted = records["request_start"] >= from_step
+        out = np.where(counted, records["request_outcome"], -1)
         for i, o in enumerate(OUTCOMES):
             per_run[o].append(int((out == i).sum()))
         done = out == 0
@@ -115,13 +121,18 @@ def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str]]:
 
 def _load(tb_ds) -> str:
     """The machine's 1-minute load average at the testbed runs' start, mean and range, and
-    its CPU model (both recorded from 0.8.1)."""
+    its CPU model (both recorded from 0.8.1), with its family and model numbers where
+    recorded (0.8.3): the machine's CPU has changed between sessions under one name, and
+    a batch's cost with it (docs/validation.md section 6)."""
     import json
+
+    from gmm_volunteer.fitting.collect.procstat import cpu_label
 
     accounts = [json.loads(d.attrs["testbed"]) for d in tb_ds]
     loads = [a.get("load_average", {}).get("start", [None])[0] for a in accounts]
     loads = [x for x in loads if x is not None]
-    cpus = sorted({a["machine"]["cpu_model"] for a in accounts if "machine" in a})
+    cpus = sorted({cpu_label(a["machine"]["cpu_model"], a["machine"].get("cpu_ids")) for a in accounts
+                   if "machine" in a})
     text = f"{np.mean(loads):.1f} [{min(loads):.1f}, {max(loads):.1f}]" if loads else "not recorded"
     if len(loads) < len(accounts):
         text += f" ({len(accounts) - len(loads)} of {len(accounts)} runs before 0.8.1 not recorded)"
@@ -149,7 +160,7 @@ def _errors(tb: dict, sim: dict) -> list[float]:
 
 
 def calibrate(results: Path, configs: list[Path], calibration: list[str], candidates: list[str],
-              sim_seeds: int, sim_overrides=()) -> tuple[list[str], str]:
+              sim_seeds: int, sim_overrides=(), from_step: int = 0) -> tuple[list[str], str]:
     """The held-out protocol's calibration (issue 33): each candidate setting of the
     simulator ("KEY=VALUE;KEY=VALUE") is run on the calibration cases only, and the one
     with the least mean |error| over their headline measures is kept for every case. The
@@ -165,7 +176,7 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
             if not tb_ds:
                 continue
             sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
-            errs.append(_errors(_stats(tb_ds), _stats(sim_ds)))
+            errs.append(_errors(_stats(tb_ds, from_step), _stats(sim_ds, from_step)))
         score = float(np.mean(errs)) if errs else float("inf")
         scores.append(score)
         rows.append([cand or "(as configured)"] + [" / ".join(f"{e * 100:.0f} %" for e in row) for row in errs]
@@ -179,11 +190,37 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
     return chosen, _markdown(head, rows)
 
 
+def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds: int, sim_overrides=(),
+             from_step: int = 0) -> str:
+    """Each setting ("KEY=VALUE;KEY=VALUE", on top of `sim_overrides`: the kept one) against
+    every case's testbed runs, with the signed error of each headline measure: a mechanism
+    measured by what the simulator predicts with and without it. Nothing is chosen here;
+    a setting measured on a held-out case's own runs is a diagnosis, not a prediction."""
+    rows = []
+    for setting in settings:
+        overrides = [*sim_overrides, *[o.strip() for o in setting.split(";") if o.strip()]]
+        for config in configs:
+            tb_ds, _ = _testbed_runs(results, config)
+            if not tb_ds:
+                continue
+            sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
+            tb_m, sim_m = _per_run(_stats(tb_ds, from_step)), _per_run(_stats(sim_ds, from_step))
+            cells = []
+            for k in tb_m:
+                t, m = float(np.nanmean(tb_m[k])), float(np.nanmean(sim_m[k]))
+                cells.append(f"{t:.1f} / {m:.1f} ({(m - t) / t * 100:+.0f} %)" if t else f"{t:.1f} / {m:.1f}")
+            rows.append([setting or "(as set)", config.stem, f"{len(tb_ds)} / {len(sim_ds)}"] + cells)
+    head = ["setting", "case", "runs (testbed / sim)"] + [f"{k}: testbed / sim (error)" for k in
+                                                          ("completed per run", "mean latency (s)", "P99 (s)")]
+    return _markdown(head, rows)
+
+
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
-            sim_overrides=(), calibration=()):
+            sim_overrides=(), calibration=(), from_step: int = 0):
     """The tables of section 6: the headline (per case: testbed mean and 95 % interval,
     simulator, error and verdict of completions, mean latency and P99; `verdict`), the
-    detailed one, per request type, and where the time goes."""
+    detailed one, per request type, and where the time goes. Requests count from
+    `from_step` on (`_stats`); the CPU columns and where the time goes take whole runs."""
     rows, type_rows, curves, mech_rows, head_rows = [], [], [], [], []
     for config in configs:
         tb_ds, dropped = _testbed_runs(results, config)
@@ -197,7 +234,7 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                                  + ["-"] * len(verdict.TARGETS) + [verdict.UNDECIDED])
             continue
         sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
-        tb, sim = _stats(tb_ds), _stats(sim_ds)
+        tb, sim = _stats(tb_ds, from_step), _stats(sim_ds, from_step)
         head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds)))
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
@@ -314,6 +351,10 @@ NOTES = {
     "-calibration": "The held-out protocol: each candidate simulator setting on the calibration cases only; "
                     "the one with the least mean absolute error is kept for every case.",
 }
+VARIANTS_NOTE = ("Each setting on top of the simulator's (--sim-set and the kept candidate), against every "
+                 "case's testbed runs: the "
+                 "testbed's mean over its runs / the simulator's (signed error). A setting measured on a case's "
+                 "own runs diagnoses a mechanism; it does not predict.")
 DEFAULT_NOTE = ("Cells: testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - "
                 "testbed) / testbed); latencies of completed requests pooled over the runs.")
 
@@ -331,7 +372,7 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
         shlex.quote(a) for a in sys.argv[1:])
     name = resultfile.bundle_name(attrs["model_bundle"])
     bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
-    tried = [o.strip() for cand in args.candidate for o in cand.split(";")]
+    tried = [o.strip() for cand in [*args.candidate, *args.variant] for o in cand.split(";")]
     for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
         key, _, value = o.partition("=")
         if key == "model":
@@ -355,6 +396,8 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
             note=f"testbed: the stores in {args.results} (gmmv testbed {', '.join(made)}, seeds {seeds}); simulator: "
                  f"{args.sim_seeds} seeds from 1000 on the same configs"
                  + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". "
+                 + (f"Requests that started at step {args.from_step} or later only (the CPU columns: whole "
+                    "runs). " if args.from_step else "")
                  + notes.get(suffix, DEFAULT_NOTE))
 
 
@@ -373,6 +416,14 @@ def main(argv=None) -> int:
                    help="also write the headline (each case within target, outside, or cannot decide) as a "
                         "committed result file, and with --candidate the calibration beside it as "
                         "PATH-calibration.md")
+    p.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE;KEY=VALUE",
+                   help="a simulator setting to set beside the kept one (repeatable; '' for the simulator's own "
+                        "itself): each case's signed errors under it, a table of its own")
+    p.add_argument("--variants-file", metavar="PATH", type=Path,
+                   help="also write the variants' table as a committed result file")
+    p.add_argument("--from-step", type=int, default=0, metavar="N",
+                   help="count only the requests that started at step N or later, on both sides (leaves out "
+                        "the warm-up: model downloads and session loads); the CPU columns take whole runs")
     p.add_argument("--made-by", default=None, help="the command(s) to record in the result files")
     p.add_argument("--calibration", default="", metavar="CASE,CASE",
                    help="the held-out protocol: the cases (config stems) the simulator may be calibrated on; "
@@ -386,18 +437,29 @@ def main(argv=None) -> int:
     unknown = [c for c in calibration if c not in stems]
     if unknown:
         p.error(f"--calibration: {', '.join(unknown)} is not among the configs' stems ({', '.join(sorted(stems))})")
+    if args.variants_file is not None and not args.variant:
+        p.error("--variants-file needs --variant (the settings to set beside the simulator's)")
+    if args.from_step < 0:
+        p.error(f"--from-step: {args.from_step} is negative (a step of the run, 0 counts every request)")
     if args.candidate and not calibration:
         p.error("--candidate needs --calibration (the cases to calibrate on)")
     tables = {}
     if args.candidate:
         chosen, cal_table = calibrate(args.results, args.configs, calibration, args.candidate, args.sim_seeds,
-                                      args.sim_set)
+                                      args.sim_set, args.from_step)
         print(cal_table)
         print()
         args.sim_set = [*args.sim_set, *chosen]
         tables["-calibration"] = (cal_table, "the held-out protocol's calibration")
+    if args.variant:
+        var_table = variants(args.results, args.configs, args.variant, args.sim_seeds, args.sim_set, args.from_step)
+        print(var_table)
+        print()
+        if args.variants_file is not None:
+            _write_results(args, {"": (var_table, "each setting's errors beside the kept one")},
+                           Path(str(args.variants_file).removesuffix(".md")), notes={"": VARIANTS_NOTE})
     headline, table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure,
-                                                      args.sim_set, calibration)
+                                                      args.sim_set, calibration, args.from_step)
     if args.headline_file is not None:
         stem = str(args.headline_file).removesuffix(".md")
         _write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},

@@ -116,6 +116,15 @@ def cpu_ids(path: str = "/proc/cpuinfo") -> dict[str, str]:
     return out
 
 
+def cpu_label(model: str, ids: dict | None) -> str:
+    """A CPU as results name it: its model name and, where known, its family and model
+    numbers, "AMD EPYC (family 23, model 49)"; the name alone has stood for CPUs whose
+    batches differ by 2-3 times (docs/validation.md 6)."""
+    ids = ids or {}
+    nums = ", ".join(f"{k} {ids[k]}" for k in ("family", "model") if ids.get(k))
+    return model + (f" ({nums})" if nums else "")
+
+
 class ProcessSampler:
     """CPU time and RSS of one process (default: this one) from /proc/<pid>/."""
 
