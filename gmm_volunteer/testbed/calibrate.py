@@ -129,8 +129,9 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
     from gmm_volunteer.fitting.collect.procstat import cpu_ids, cpu_label, cpu_model
 
     # the CPU is named: the work of a batch depends on it several times over (docs/validation.md 6)
+    cpu = cpu_label(cpu_model(), cpu_ids())
     data["provenance"] = (f"{data.get('provenance', '')} Execution work re-measured with one intra-op "
-                          f"thread on {cpu_label(cpu_model(), cpu_ids())} by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
+                          f"thread on {cpu} by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
                           f"{repetitions} repetitions"
                           + (", cold: types in rotation, heap trimmed before each batch" if cold else "")
                           + f"){where}"

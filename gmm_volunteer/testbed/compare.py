@@ -153,10 +153,16 @@ def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str],
         [verdict.row_verdict(j["verdict"] for j in judged.values())]
 
 
-def _errors(tb: dict, sim: dict) -> list[float]:
-    """|relative error| of each headline measure (the calibration's score)."""
-    tb_m, sim_m = _per_run(tb), _per_run(sim)
-    return [abs(np.nanmean(sim_m[k]) - np.nanmean(tb_m[k])) / abs(np.nanmean(tb_m[k])) for k in tb_m]
+def _setting(text: str) -> list[str]:
+    """The overrides of a setting "KEY=VALUE;KEY=VALUE" ('' for none)."""
+    return [o.strip() for o in text.split(";") if o.strip()]
+
+
+def _case_means(tb_ds, config: Path, sim_seeds: int, overrides, from_step: int) -> tuple[dict, dict]:
+    """The testbed's and the simulator's mean of each headline measure for one case."""
+    sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
+    tb_m, sim_m = _per_run(_stats(tb_ds, from_step)), _per_run(_stats(sim_ds, from_step))
+    return ({k: float(np.nanmean(v)) for k, v in tb_m.items()}, {k: float(np.nanmean(v)) for k, v in sim_m.items()})
 
 
 def calibrate(results: Path, configs: list[Path], calibration: list[str], candidates: list[str],
@@ -167,16 +173,15 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
     other cases are predicted with it untouched. Returns the kept overrides and the
     table of every candidate's errors."""
     cases = [c for c in configs if c.stem in calibration]
+    runs = {c: _testbed_runs(results, c)[0] for c in cases}
     rows, scores = [], []
     for cand in candidates:
-        overrides = [*sim_overrides, *[o.strip() for o in cand.split(";") if o.strip()]]
         errs = []
         for config in cases:
-            tb_ds, _ = _testbed_runs(results, config)
-            if not tb_ds:
+            if not runs[config]:
                 continue
-            sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
-            errs.append(_errors(_stats(tb_ds, from_step), _stats(sim_ds, from_step)))
+            tb, sim = _case_means(runs[config], config, sim_seeds, [*sim_overrides, *_setting(cand)], from_step)
+            errs.append([abs(sim[k] - tb[k]) / abs(tb[k]) for k in tb])
         score = float(np.mean(errs)) if errs else float("inf")
         scores.append(score)
         rows.append([cand or "(as configured)"] + [" / ".join(f"{e * 100:.0f} %" for e in row) for row in errs]
@@ -186,8 +191,7 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
         row.append("kept" if r == best else "")
     head = ["candidate"] + [f"{c.stem}: abs. error of completed / mean / P99" for c in cases] + \
         ["mean abs. error", "chosen"]
-    chosen = [o.strip() for o in candidates[best].split(";") if o.strip()]
-    return chosen, _markdown(head, rows)
+    return _setting(candidates[best]), _markdown(head, rows)
 
 
 def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds: int, sim_overrides=(),
@@ -196,20 +200,16 @@ def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds:
     every case's testbed runs, with the signed error of each headline measure: a mechanism
     measured by what the simulator predicts with and without it. Nothing is chosen here;
     a setting measured on a held-out case's own runs is a diagnosis, not a prediction."""
+    runs = {c: _testbed_runs(results, c)[0] for c in configs}
     rows = []
     for setting in settings:
-        overrides = [*sim_overrides, *[o.strip() for o in setting.split(";") if o.strip()]]
         for config in configs:
-            tb_ds, _ = _testbed_runs(results, config)
-            if not tb_ds:
+            if not runs[config]:
                 continue
-            sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
-            tb_m, sim_m = _per_run(_stats(tb_ds, from_step)), _per_run(_stats(sim_ds, from_step))
-            cells = []
-            for k in tb_m:
-                t, m = float(np.nanmean(tb_m[k])), float(np.nanmean(sim_m[k]))
-                cells.append(f"{t:.1f} / {m:.1f} ({(m - t) / t * 100:+.0f} %)" if t else f"{t:.1f} / {m:.1f}")
-            rows.append([setting or "(as set)", config.stem, f"{len(tb_ds)} / {len(sim_ds)}"] + cells)
+            tb, sim = _case_means(runs[config], config, sim_seeds, [*sim_overrides, *_setting(setting)], from_step)
+            cells = [f"{tb[k]:.1f} / {sim[k]:.1f}" + (f" ({(sim[k] - tb[k]) / tb[k] * 100:+.0f} %)" if tb[k] else "")
+                     for k in tb]
+            rows.append([setting or "(as set)", config.stem, f"{len(runs[config])} / {sim_seeds}"] + cells)
     head = ["setting", "case", "runs (testbed / sim)"] + [f"{k}: testbed / sim (error)" for k in
                                                           ("completed per run", "mean latency (s)", "P99 (s)")]
     return _markdown(head, rows)
@@ -352,9 +352,8 @@ NOTES = {
                     "the one with the least mean absolute error is kept for every case.",
 }
 VARIANTS_NOTE = ("Each setting on top of the simulator's (--sim-set and the kept candidate), against every "
-                 "case's testbed runs: the "
-                 "testbed's mean over its runs / the simulator's (signed error). A setting measured on a case's "
-                 "own runs diagnoses a mechanism; it does not predict.")
+                 "case's testbed runs: the testbed's mean over its runs / the simulator's (signed error). A "
+                 "setting measured on a case's own runs diagnoses a mechanism; it does not predict.")
 DEFAULT_NOTE = ("Cells: testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - "
                 "testbed) / testbed); latencies of completed requests pooled over the runs.")
 
@@ -372,7 +371,7 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
         shlex.quote(a) for a in sys.argv[1:])
     name = resultfile.bundle_name(attrs["model_bundle"])
     bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
-    tried = [o.strip() for cand in [*args.candidate, *args.variant] for o in cand.split(";")]
+    tried = [o for cand in [*args.candidate, *args.variant] for o in _setting(cand)]
     for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
         key, _, value = o.partition("=")
         if key == "model":
@@ -418,7 +417,7 @@ def main(argv=None) -> int:
                         "PATH-calibration.md")
     p.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE;KEY=VALUE",
                    help="a simulator setting to set beside the kept one (repeatable; '' for the simulator's own "
-                        "itself): each case's signed errors under it, a table of its own")
+                        "setting): each case's signed errors under it, a table of its own")
     p.add_argument("--variants-file", metavar="PATH", type=Path,
                    help="also write the variants' table as a committed result file")
     p.add_argument("--from-step", type=int, default=0, metavar="N",
