@@ -62,6 +62,28 @@ def keyed_uniform(key, component, entity, counter, draw):
     return ((h >> np.uint64(12)) + 0.5) * (1.0 / 4503599627370496.0)
 
 
+_MASK = 0xFFFFFFFFFFFFFFFF
+
+
+def _splitmix64_int(x: int) -> int:
+    z = (x + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def keyed_uniform_int(key: int, component: int, entity: int, counter: int, draw: int) -> float:
+    """`keyed_uniform` in Python integers, for processes that must not compile kernels:
+    the testbed's devices draw the simulator's users (testbed.draws: keyed) under a CPU
+    quota of a few per cent. The same value for the same arguments
+    (tests/test_testbed_draws.py checks it against the kernel)."""
+    h = _splitmix64_int(int(key) ^ int(component))
+    h = _splitmix64_int(h ^ int(entity))
+    h = _splitmix64_int(h ^ int(counter))
+    h = _splitmix64_int(h ^ int(draw))
+    return ((h >> 12) + 0.5) * (1.0 / 4503599627370496.0)
+
+
 # ---- Streams inside the state ------------------------------------------------------
 # Kernels draw from SplitMix64 streams whose 64-bit states live in the simulator state
 # (array `S.rng`, one entry per component). Passing a numpy Generator into a jitted

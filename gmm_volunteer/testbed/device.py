@@ -10,7 +10,8 @@ in its own cgroup and network namespace. It is both:
   (`fitting.collect.models.run_batch`, the collector's own code), result uploads.
 
 It goes online and offline by the availability laws, from their stationary start
-(docs/model.md D2), with draws from its own streams (one per component). Run as
+(docs/model.md D2). Its draws are the simulator's user's of the same seed or its own
+(`testbed.draws`, module `draws`). Run as
 ``python -m gmm_volunteer.testbed.device WORKDIR V URL``; it stops after the last step and
 writes ``device<V>.json``.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import sys
 import threading
@@ -28,34 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aiohttp
-import numpy as np
 
-from gmm_volunteer.model import laws
 from gmm_volunteer.model.constants import MEMORY
 from gmm_volunteer.testbed.clock import Clock, wait_start
+from gmm_volunteer.testbed.draws import Draws
 
-# The same inverse-survival draw as the kernels, run as plain Python: a volunteer under a
-# small CPU quota should not compile numba code.
-_duration = laws.discrete_duration.py_func
-_continuous = laws.continuous_duration.py_func
 MID_STEP = 0.4  # a user acts this far into a step, clear of the server's tick
-
-
-def draw(law, g: np.random.Generator) -> int:
-    return int(_duration(int(law[0]), float(law[1]), float(law[2]), 1.0 - g.random(), g.random()))
-
-
-def stationary_start(on_law, off_law, g: np.random.Generator) -> tuple[bool, int]:
-    """(online at step 0, step of the first change): `engine.stationary_availability`'s
-    law for one user (the current period is length-biased, the user uniform inside it)."""
-    m_on, m_off = laws.mean(on_law), laws.mean(off_law)
-    p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)
-    online = bool(g.random() < p_on)
-    total = float(laws.length_biased(on_law if online else off_law, 1, g)[0])
-    if not math.isfinite(total):
-        return online, laws.MAX_DURATION
-    residual = total - g.random() * total
-    return online, int(max(math.ceil(residual) - 1, 0))
 
 
 MAX_SHARED = 32  # batches a node runs at once with execution: shared
@@ -102,11 +80,7 @@ class Device:
         self.spec, self.v, self.url = spec, v, url.rstrip("/")
         self.dir = workdir / f"node{v}"
         (self.dir / "models").mkdir(parents=True, exist_ok=True)
-        seq = np.random.SeedSequence(spec["entropy"]).spawn(spec["users"] + 1)[v]
-        self.g_avail, self.g_think, self.g_patience, self.g_type = (
-            np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(4))
-        self.laws = {k: np.array(x) for k, x in spec["laws"].items()}
-        self.type_cum = np.cumsum(spec["type_probabilities"])
+        self.draws = Draws(spec, v)  # testbed.draws: the simulator's keyed draws or own streams
         self.sessions: dict = {}  # model name -> ONNX Runtime session
         self.in_use: dict[str, int] = {}  # model name -> batches executing with it
         self.loads = [0, 0.0]  # sessions loaded, CPU-s spent loading them
@@ -141,11 +115,10 @@ class Device:
 
     # ---- the user ---------------------------------------------------------------------
     async def user(self, t_on: int) -> None:
-        next_at = t_on + draw(self.laws["think_time"], self.g_think)
+        next_at = t_on + self.draws.think()
         while next_at < self.clock.steps:
             await self.clock.until(next_at + MID_STEP)
-            k = int(min(np.searchsorted(self.type_cum, self.g_type.random(), side="right"), len(self.type_cum) - 1))
-            patience = draw(self.laws["patience"], self.g_patience)
+            k, patience = self.draws.request()
             r = await self.post(f"/request/{self.v}", params={"type": str(k)})
             if r["rid"] < 0:
                 return
@@ -158,11 +131,11 @@ class Device:
                                          timeout=aiohttp.ClientTimeout(total=max(deadline, 0.01))) as resp:
                     ans = await resp.json()
                 entry[2], entry[3] = ans["outcome"], ans["end"]
-                next_at = ans["end"] + 1 + draw(self.laws["think_time"], self.g_think)
+                next_at = ans["end"] + 1 + self.draws.think()
             except asyncio.TimeoutError:
                 await self.post(f"/abandon/{self.v}", params={"rid": str(rid)})
                 entry[2] = 1  # abandoned (constants.OUTCOMES)
-                next_at = start + patience + draw(self.laws["think_time"], self.g_think)
+                next_at = start + patience + self.draws.think()
 
     # ---- the volunteer ----------------------------------------------------------------
     async def volunteer(self) -> None:
@@ -263,7 +236,7 @@ class Device:
             self.start_mb = resident_mb()  # the footprint, before any session (run.add_footprints)
             t0, steps = await wait_start(self.dir.parent)
             self.clock = Clock(t0, steps)
-            online, change = stationary_start(self.laws["online"], self.laws["offline"], self.g_avail)
+            online, change = self.draws.start()
             t = 0
             while t < steps:
                 if online:
@@ -282,7 +255,7 @@ class Device:
                     period[1] = change
                     self.cancelled.clear()
                 t, online = change, not online
-                change = t + draw(self.laws["online" if online else "offline"], self.g_avail)
+                change = t + self.draws.period(online)
         finally:
             for task in list(self.tasks):
                 task.cancel()

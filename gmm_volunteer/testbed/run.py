@@ -31,6 +31,7 @@ from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE
 from gmm_volunteer.testbed.clock import write_start
 from gmm_volunteer.testbed.config import node_execution
+from gmm_volunteer.testbed.draws import keyed_spec
 from gmm_volunteer.testbed.isolation import (IsolationError, Resources, cgroup_version, free_subnet,
                                              interrupts_end_in_finally)
 
@@ -59,6 +60,8 @@ def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
         "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
         "inputs_per_type": tb.inputs_per_type, "execution": mode, "concurrency": k,
         "sessions": tb.sessions,
+        "draws": tb.draws,
+        **(keyed_spec(cfg, entropy) if tb.draws == "keyed" else {}),
         "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),
         "type_probabilities": list(cfg.requests.type_probabilities),
         "laws": {"online": cfg.availability.online.law().tolist(),

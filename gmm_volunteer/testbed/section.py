@@ -47,5 +47,11 @@ class Testbed(BaseModel):
     # "kept", every session loaded stays (the runs before 0.8.2, where idle sessions sat
     # on top of the running batch's estimate).
     sessions: Literal["fit", "kept"] = "fit"
+    # Where the users' draws come from (docs/testbed.md, "Draws"): "keyed", the simulator's
+    # own draws for the run's seed (each user's stationary start, its n-th online and
+    # offline period, think time, request type and patience), so that a testbed run and
+    # the simulator's run of the same seed see the same users and `testbed.compare` can
+    # pair them; "own", streams of the testbed's own (the runs before 0.8.5).
+    draws: Literal["keyed", "own"] = "keyed"
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None
