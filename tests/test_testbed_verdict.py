@@ -129,3 +129,53 @@ def test_footprint_is_added_to_the_configs_memory(mode):
         assert [c.limit for c in cgs] == [int(2900 * MB), int(390 * MB)]
     else:
         assert [c.limit for c in cgs] == [None, None]
+
+
+def test_pairs_decide_on_their_differences():
+    """Pairs whose differences hold still decide where the testbed's own spread cannot:
+    a spread of 16 % of the mean, the same difference of 2 % or -10 % of the mean in every
+    pair."""
+    tb = np.array([80.0, 120.0, 100.0, 90.0, 110.0])
+    assert verdict.judge(tb, tb + 2.0, 0.05)["verdict"] == verdict.UNDECIDED
+    within = verdict.judge_paired(tb, tb + 2.0, 0.05)
+    assert within["verdict"] == verdict.WITHIN and within["error"] == pytest.approx(0.02)
+    assert within["error_hw"] == pytest.approx(0.0, abs=1e-12)
+    assert verdict.judge_paired(tb, tb - 10.0, 0.05)["verdict"] == verdict.OUTSIDE
+    # the interval is the t interval of the differences, over the testbed's mean
+    sim = tb + np.array([6.0, -4.0, 2.0, -2.0, 12.0])  # half-width about 8 % of the mean
+    j = verdict.judge_paired(tb, sim, 0.05)
+    d = sim - tb
+    assert j["error_hw"] == pytest.approx(stats.t.ppf(0.975, 4) * d.std(ddof=1) / math.sqrt(5) / 100.0)
+    assert j["verdict"] == verdict.UNDECIDED and j["needed"] > 5
+    assert f"± {j['error_hw'] * 100:.0f} % paired, cannot decide" in verdict.cell(j)
+    assert verdict.judge_paired(tb, sim, 0.10)["verdict"] == verdict.WITHIN  # a wider target decides
+
+
+def test_pairs_leave_out_a_pair_with_a_missing_value_and_must_match():
+    j = verdict.judge_paired([10.0, np.nan, 12.0], [11.0, 5.0, 13.0], 0.15)
+    assert j["pairs"] == 2 and j["tb"] == 11.0 and j["sim"] == 12.0
+    with pytest.raises(ValueError, match="as many simulator runs"):
+        verdict.judge_paired([1.0, 2.0], [1.0], 0.15)
+
+
+def test_keyed_runs_are_judged_on_pairs():
+    """The simulator's runs of seeds 3-5 stored as keyed "testbed" runs: the headline pairs
+    each with the simulator's run of its seed (+0 % ± 0 %, within target); one store
+    without keyed draws makes the case unpaired."""
+    import json
+
+    from gmm_volunteer.testbed.compare import _headline_row, _keyed_seeds, _simulate, _stats
+
+    config = Path("configs/testbed/light-uniform.yaml")
+    runs = [ds.copy() for ds in _simulate(config, [3, 4, 5], ["steps=90"])]
+    for ds in runs:
+        ds.attrs["testbed_config"] = json.dumps({"draws": "keyed"})
+    assert _keyed_seeds(runs) == [3, 4, 5]
+    pairs = _stats(_simulate(config, [3, 4, 5], ["steps=90"]))
+    others = _stats(_simulate(config, range(1000, 1010), ["steps=90"]))
+    row = _headline_row("light-uniform", "", _stats(runs), others, [], "-", pairs)
+    assert row[2] == "3 paired with the simulator's seeds"
+    assert all("(+0 % ± 0 % paired, within target" in c for c in row[4:7]) and row[7] == verdict.WITHIN
+    runs[1].attrs["testbed_config"] = json.dumps({"draws": "own"})
+    assert _keyed_seeds(runs) is None
+    assert _headline_row("light-uniform", "", _stats(runs), others, [], "-")[2] == "3 / 10"

@@ -17,6 +17,9 @@ tables, and writes the figure of the two latency distributions per case. The hea
 alone and the others are predicted with it (the held-out protocol). --variant sets other
 settings beside the kept one, each with its signed errors (a mechanism measured by what it
 changes); --from-step counts only the requests that started at that step or later.
+Where every run of a case drew the simulator's users of its seed (testbed.draws: keyed),
+the headline judges the case on pairs: each testbed run beside the simulator's run of its
+seed (`verdict.judge_paired`).
 """
 
 from __future__ import annotations
@@ -145,10 +148,28 @@ def _per_run(stats: dict) -> dict:
             "P99 (s)": stats["latency_runs"][:, 3]}
 
 
-def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str], load: str) -> list[str]:
-    tb_m, sim_m = _per_run(tb), _per_run(sim)
-    judged = {k: verdict.judge(tb_m[k], sim_m[k], target) for k, target in verdict.TARGETS.items()}
-    runs = f"{tb['runs']} / {sim['runs']}" + (f" ({len(dropped)} dropped: {', '.join(dropped)})" if dropped else "")
+def _keyed_seeds(tb_ds) -> list[int] | None:
+    """The seeds of a case's testbed runs if every one drew the simulator's users of its
+    seed (testbed.draws: keyed, 0.8.5 on), else None: the runs can then be paired."""
+    import json
+
+    seeds = []
+    for d in tb_ds:
+        if json.loads(d.attrs.get("testbed_config", "{}")).get("draws", "own") != "keyed":
+            return None
+        seeds.append(int(d.attrs["seed_entropy"]))
+    return seeds
+
+
+def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str], load: str,
+                  pairs: dict | None = None) -> list[str]:
+    """One case of the headline; with `pairs` (the simulator's runs of the testbed runs'
+    seeds, in their order) each measure is judged on the pairs (`verdict.judge_paired`)."""
+    tb_m, sim_m = _per_run(tb), _per_run(pairs if pairs is not None else sim)
+    judge = verdict.judge if pairs is None else verdict.judge_paired
+    judged = {k: judge(tb_m[k], sim_m[k], target) for k, target in verdict.TARGETS.items()}
+    runs = f"{tb['runs']} / {sim['runs']}" if pairs is None else f"{tb['runs']} paired with the simulator's seeds"
+    runs += f" ({len(dropped)} dropped: {', '.join(dropped)})" if dropped else ""
     return [case, role, runs, load] + [verdict.cell(j) for j in judged.values()] + \
         [verdict.row_verdict(j["verdict"] for j in judged.values())]
 
@@ -235,7 +256,9 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
             continue
         sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
         tb, sim = _stats(tb_ds, from_step), _stats(sim_ds, from_step)
-        head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds)))
+        seeds = _keyed_seeds(tb_ds)
+        pairs = _stats(_simulate(config, seeds, sim_overrides), from_step) if seeds else None
+        head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds), pairs))
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
             c, cs = tb["counts"][o], sim["counts"][o]
@@ -347,7 +370,10 @@ NOTES = {
         "mean (error = (sim - testbed) / testbed; within target, outside, or cannot decide where the "
         "interval is wider than the target, with the runs its spread would need); per-run values "
         "(completions, the mean and the P99 of each run's completed requests). Runs in which a process was "
-        "killed for memory or lost are dropped and named.",
+        "killed for memory or lost are dropped and named. Where every run of a case drew the simulator's "
+        "users of its seed (testbed.draws: keyed), the case is judged on pairs: each testbed run beside the "
+        "simulator's run of its seed, the simulator's mean over those runs, and the error's 95 % t interval "
+        "from the pairs' differences ('± N % paired'), which decides in place of the testbed's own.",
     "-calibration": "The held-out protocol: each candidate simulator setting on the calibration cases only; "
                     "the one with the least mean absolute error is kept for every case.",
 }

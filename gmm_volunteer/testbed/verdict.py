@@ -9,6 +9,14 @@ target from one outside it, and the verdict is "cannot decide". Otherwise the er
 (simulator mean - testbed mean) / testbed mean is within the target or outside it. The
 simulator's own mean, over many more seeds, is taken as known: its interval is reported
 beside it and is a small fraction of the testbed's.
+
+Paired (`judge_paired`): where the testbed's users drew what the simulator's users of the
+same seed draw (testbed.draws: keyed), each testbed run is set beside the simulator's run
+of its seed. Both see the same availability and the same requests' types, think times and
+patience, so the difference of a pair holds what the two systems did with them, not the
+draw of users; the error's 95 % t interval comes from the pairs' differences (n - 1
+degrees of freedom), relative to the testbed's mean, and the verdict is decided as above
+with that interval in place of the testbed's own.
 """
 
 from __future__ import annotations
@@ -35,16 +43,18 @@ def half_width(values) -> float:
     return float(stats.t.ppf(0.5 + LEVEL / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 
-def runs_needed(values, target: float, most: int = 1000) -> int | None:
-    """Runs for the interval's half-width to be within `target` of the mean, if the runs'
-    spread stays what `values` show; None with fewer than 2 finite values or a zero mean."""
+def runs_needed(values, target: float, most: int = 1000, scale: float | None = None) -> int | None:
+    """Runs for the interval's half-width to be within `target` of `scale` (the mean of
+    `values` unless given), if the runs' spread stays what `values` show; None with fewer
+    than 2 finite values or a zero scale."""
     from scipy import stats
 
     x = np.asarray(values, float)
     x = x[np.isfinite(x)]
-    if x.size < 2 or x.mean() == 0:
+    scale = x.mean() if scale is None and x.size else scale
+    if x.size < 2 or not scale:
         return None
-    rel_sd = x.std(ddof=1) / abs(x.mean())
+    rel_sd = x.std(ddof=1) / abs(scale)
     for n in range(2, most + 1):
         if stats.t.ppf(0.5 + LEVEL / 2, n - 1) * rel_sd / math.sqrt(n) <= target:
             return n
@@ -67,6 +77,31 @@ def judge(tb_runs, sim_runs, target: float) -> dict:
             "verdict": verdict, "needed": runs_needed(tb, target)}
 
 
+def judge_paired(tb_runs, sim_runs, target: float) -> dict:
+    """`judge` of pairs: `tb_runs[i]` and `sim_runs[i]` are the testbed's and the
+    simulator's runs of one seed with the same users' draws; a pair with a missing value
+    (a run with no completed request has no latency) is left out. The error's half-width
+    `error_hw` is the pairs' differences' 95 % t half-width over the testbed's mean."""
+    tb, sim = np.asarray(tb_runs, float), np.asarray(sim_runs, float)
+    if tb.shape != sim.shape:
+        raise ValueError(f"pairs need as many simulator runs as testbed runs ({sim.size} against {tb.size})")
+    both = np.isfinite(tb) & np.isfinite(sim)
+    tb, sim = tb[both], sim[both]
+    tb_mean = float(tb.mean()) if tb.size else math.nan
+    sim_mean = float(sim.mean()) if sim.size else math.nan
+    diff = sim - tb
+    ok = tb.size > 0 and tb_mean != 0
+    err = (sim_mean - tb_mean) / tb_mean if ok else math.nan
+    err_hw = half_width(diff) / abs(tb_mean) if ok else math.inf
+    if not ok or not math.isfinite(err_hw) or err_hw > target:
+        verdict = UNDECIDED
+    else:
+        verdict = WITHIN if abs(err) <= target else OUTSIDE
+    return {"tb": tb_mean, "tb_hw": half_width(tb), "sim": sim_mean, "sim_hw": half_width(sim), "error": err,
+            "error_hw": err_hw, "pairs": int(tb.size), "verdict": verdict,
+            "needed": runs_needed(diff, target, scale=tb_mean) if ok else None}
+
+
 def row_verdict(verdicts) -> str:
     """A case is outside where any measure that can decide is outside, within where every
     measure is within, else it cannot decide."""
@@ -77,10 +112,13 @@ def row_verdict(verdicts) -> str:
 
 
 def cell(j: dict, digits: int = 1) -> str:
-    """``testbed mean ± half-width / simulator mean (error, verdict; runs to decide)``."""
+    """``testbed mean ± half-width / simulator mean (error, verdict; runs to decide)``; for
+    pairs the error carries its own half-width: ``(error ± half-width paired, ...)``."""
     f = f".{digits}f"
     hw = f" ± {j['tb_hw']:{f}}" if math.isfinite(j["tb_hw"]) else " (one run)"
     err = f"{j['error'] * 100:+.0f} %" if math.isfinite(j["error"]) else "no base"
+    if "error_hw" in j and math.isfinite(j["error"]):
+        err += f" ± {j['error_hw'] * 100:.0f} % paired" if math.isfinite(j["error_hw"]) else " (one pair)"
     need = ""
     if j["verdict"] == UNDECIDED and j["needed"] is not None:
         need = f"; {j['needed']} runs to decide"
