@@ -223,6 +223,8 @@ def test_limited_collection_interrupted_removes_what_it_made(tmp_path):
 @pytest.mark.parametrize("argv, names", [
     (["--node", "user"], "--node needs --testbed"),
     (["--testbed", "no/such.yaml"], "no/such.yaml: no such file"),
+    (["--types", "ppocr_cls,nosuch"], "--types: nosuch is not a subtask type"),
+    (["--types", ","], "--types names no subtask type"),
 ])
 def test_calibrate_bad_limits_exit_2(capsys, tmp_path, argv, names):
     from gmm_volunteer.testbed.calibrate import main as calibrate_main
@@ -316,3 +318,28 @@ def test_calibrate_cold_takes_the_types_in_rotation_with_the_heap_trimmed(monkey
     measure(["a", "b"], [1, 2], repetitions=2)
     assert "trim" not in log and log == [("a", 1), ("a", 1), ("a", 1), ("a", 2), ("a", 2),
                                          ("b", 1), ("b", 1), ("b", 1), ("b", 2), ("b", 2)]
+
+
+def test_calibrate_types_measures_only_those(monkeypatch, tmp_path):
+    """`--types`: only the named types are measured; the others keep the bundle's work, and
+    the provenance says which were measured."""
+    import yaml
+
+    from gmm_volunteer.io.bundle import bundle_file
+    from gmm_volunteer.testbed import calibrate as cal
+
+    asked = []
+
+    def fake(names, sizes, repetitions, seed=0, cold=False):
+        asked.append(list(names))
+        return {name: {n: 0.5 * n for n in sizes} for name in names}
+
+    monkeypatch.setattr(cal, "measure", fake)
+    default = ROOT / "gmm_volunteer" / "bundles" / "default"
+    out = cal.calibrate(default, tmp_path / "out", max_batch=2, repetitions=1, types=["ppocr_cls", "mobilenet_v2"])
+    before = {s["name"]: s for s in yaml.safe_load(bundle_file(default).read_text())["subtask_types"]}
+    after = {s["name"]: s for s in yaml.safe_load(bundle_file(out).read_text())["subtask_types"]}
+    assert asked == [["ppocr_cls", "mobilenet_v2"]] or asked == [["mobilenet_v2", "ppocr_cls"]]
+    assert after["ppocr_cls"]["work"]["mean_cpu_s"][0] == 0.5
+    assert after["ppocr_det"]["work"] == before["ppocr_det"]["work"]
+    assert "only " in yaml.safe_load(bundle_file(out).read_text())["provenance"]

@@ -9,7 +9,7 @@ keep the bundle's values scaled by the ratio at the largest size measured. Every
 else in the bundle is unchanged, so a simulation with it isolates one mechanism.
 
     python -m gmm_volunteer.testbed.calibrate BUNDLE_DIR OUT_DIR [--max-batch 10] [--repetitions 3]
-        [--cold] [--testbed CONFIG [--node user|server]]
+        [--cold] [--testbed CONFIG [--node user|server]] [--types NAME,NAME]
 
 `--cold` times each batch as a testbed node meets it: after batches of the other types,
 with the heap trimmed, instead of back to back on a warm session.
@@ -19,7 +19,9 @@ cgroup's CPU quota and memory limit, `testbed.limits`; no link: nothing is trans
 so the same batches can be timed under a device's quota and under the server's core.
 Each type is measured in a fresh process there; a type whose process the node's memory
 limit kills is named and keeps the bundle's work. Each measured mean is printed (type,
-batch size, CPU-s) on stderr.
+batch size, CPU-s) on stderr. `--types` measures only the types named (a case's catalogue):
+with `--cold` one process holds the session of every type it measures, which a device of
+300 MB cannot hold for all five.
 """
 
 from __future__ import annotations
@@ -101,12 +103,25 @@ def _measure_limited(limits, names, sizes, repetitions: int, cold: bool = False)
     return out, skipped
 
 
+class TypesError(ValueError):
+    """A --types name the bundle does not have (checked before any measurement)."""
+
+
 def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3, limits=None,
-              cold: bool = False) -> Path:
+              cold: bool = False, types: list[str] | None = None) -> Path:
+    """Measure and write the bundle; `types` (None: every type) limits the measurement to
+    some subtask types (a case's catalogue: with --cold one process holds every measured
+    type's session, which a small node's memory may not), the others keep their work."""
     from gmm_volunteer.io.bundle import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
     names = [s["name"] for s in data["subtask_types"]]
+    if types is not None:
+        unknown = [t for t in types if t not in names]
+        if unknown:
+            raise TypesError(f"--types: {', '.join(unknown)} is not a subtask type of {bundle_dir} "
+                             f"({', '.join(names)})")
+        names = [n for n in names if n in types]
     sizes = sorted({n for s in data["subtask_types"] for n in s["work"]["batch_sizes"] if n <= max_batch})
     measured, skipped = ((measure(names, sizes, repetitions, cold=cold), {}) if limits is None
                          else _measure_limited(limits, names, sizes, repetitions, cold))
@@ -136,6 +151,8 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
                           + (", cold: types in rotation, heap trimmed before each batch" if cold else "")
                           + f"){where}"
                           + (f"; not measured there, as in {bundle_dir}: {', '.join(skipped)}" if skipped else "")
+                          + (f"; only {', '.join(names)} measured, the others as in {bundle_dir}"
+                             if types is not None else "")
                           + f"; everything else as {bundle_dir}.").strip()
     return write_bundle(data, out_dir)
 
@@ -152,7 +169,13 @@ def main(argv=None) -> int:
                    help="each batch after batches of the other types, heap trimmed (as a testbed node meets it)")
     p.add_argument("--node", choices=("user", "server"), default=None,
                    help="with --testbed: a user device (default) or the server")
+    p.add_argument("--types", metavar="NAME,NAME", default=None,
+                   help="measure only these subtask types (e.g. a case's catalogue); the others keep the bundle's work")
     args = p.parse_args(argv)
+    types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types is not None else None
+    if types is not None and not types:
+        print("calibrate: --types names no subtask type", file=sys.stderr)
+        return 2
     limits = None
     if args.node is not None and args.testbed is None:
         print("calibrate: --node needs --testbed CONFIG", file=sys.stderr)
@@ -168,7 +191,10 @@ def main(argv=None) -> int:
     from gmm_volunteer.testbed.isolation import IsolationError
 
     try:
-        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits, args.cold))
+        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits, args.cold, types))
+    except TypesError as err:
+        print(f"calibrate: {err}", file=sys.stderr)
+        return 2
     except IsolationError as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 1
