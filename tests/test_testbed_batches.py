@@ -126,3 +126,22 @@ def test_a_volunteers_batches_are_set_beside_the_table_times_its_factor():
     t = totals(batches, work, {"a": 2.0})
     assert np.isclose(t["server"][2], 0.2) and np.isclose(t["volunteers"][2], 0.4)
     assert [r[3] for r in by_idle([("c", batches)], work, {"a": 2.0})] == ["2.00 (1)", "1.00 (1)"]
+
+
+def test_a_factor_table_is_read_at_the_stores_users_cpu(tmp_path):
+    """A bundle whose factor is a table per CPU share (D29) is set beside a store's
+    batches at that store's users' CPU maximum (base_profile.cpu x users.capacity)."""
+    import yaml
+
+    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+    from gmm_volunteer.testbed.batches import bundle_factors, users_cpu
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    data = synthetic_bundle()
+    data["subtask_types"][0]["work"]["volunteer_factor"] = {5.0: 2.0, 15.0: 1.5}
+    path = write_bundle(data, tmp_path / "b")
+    name = yaml.safe_load(bundle_file(path).read_text())["subtask_types"][0]["name"]
+    attrs = {"config": yaml.safe_dump({"base_profile": {"cpu": 5.0}, "users": {"capacity": 3.0}})}
+    assert users_cpu(attrs) == 15.0
+    assert bundle_factors(path, users_cpu(attrs))[name] == 1.5
+    assert bundle_factors(path, 5.0)[name] == 2.0

@@ -302,3 +302,43 @@ def test_the_volunteer_factor_at_its_default_leaves_the_bundle_digest_as_before(
         data["subtask_types"][0]["work"]["volunteer_factor"] = bad
         with pytest.raises(BundleError, match="volunteer_factor"):
             validate_bundle(data, "b")
+
+
+def test_a_volunteer_factor_table_is_read_at_the_users_cpu_maximum(tmp_path):
+    """`work.volunteer_factor` as a table {users' CPU maximum %: factor} (D29, "as a
+    function of the CPU share"): read at base_profile.cpu x users.capacity, linear in log
+    CPU between its entries and constant beyond them. A one-entry table is the constant
+    factor, trajectory for trajectory; an empty table, a CPU of 0 or a factor of 0 is
+    refused, naming the field."""
+    from gmm_volunteer.io.bundle import BundleError, load_bundle
+
+    data = synthetic_bundle()
+    data["subtask_types"][0]["work"]["volunteer_factor"] = {5.0: 2.0, 15.0: 1.5}
+    write_bundle(data, tmp_path / "table")
+    work = load_bundle(tmp_path / "table").subtask_types[0].work
+    assert work.volunteer_factor_at(5.0) == 2.0 and work.volunteer_factor_at(15.0) == 1.5
+    assert work.volunteer_factor_at(1.0) == 2.0 and work.volunteer_factor_at(100.0) == 1.5
+    assert work.volunteer_factor_at(math.sqrt(5.0 * 15.0)) == pytest.approx(1.75)
+    for cpu, capacity, g in ((5.0, 1.0, 2.0), (15.0, 1.0, 1.5), (5.0, 3.0, 1.5)):
+        cfg = make_config(tmp_path / "table", users=4, user_capacity=capacity,
+                          base_profile={"cpu": cpu})
+        P = build_params(cfg, load_bundle(tmp_path / "table"))
+        first = np.asarray(P.sub_type) == 0
+        assert first.any() and np.all(P.wk_vol[first] == g), (cpu, capacity, P.wk_vol)
+        assert np.all(P.wk_vol[~first] == 1.0)
+
+    def run(factor, name):
+        data["subtask_types"][0]["work"]["volunteer_factor"] = factor
+        write_bundle(data, tmp_path / name)
+        cfg = make_config(tmp_path / name, users=30, steps=300, seed=4, base_profile={"cpu": 15.0})
+        return Simulation(cfg).run(progress=False)
+
+    a, b = run(1.7, "scalar"), run({15.0: 1.7}, "one")
+    assert np.array_equal(a.request_end, b.request_end) and np.array_equal(a.completed_work, b.completed_work)
+    assert (a.request_outcome == 0).sum() > 0
+    # and the table is not ignored: another factor at the users' CPU moves the work done
+    assert not np.array_equal(a.completed_work, run({15.0: 3.0, 50.0: 1.7}, "other").completed_work)
+    for bad in ({}, {0.0: 1.5}, {5.0: 0.0}):
+        data["subtask_types"][0]["work"]["volunteer_factor"] = bad
+        with pytest.raises(BundleError, match="volunteer_factor"):
+            validate_bundle(data, "b")

@@ -112,6 +112,9 @@ class Memory(_Strict):
 
 # A volunteer's batch at most this many times the server's work (D29)
 MAX_VOLUNTEER_FACTOR = 100.0
+MAX_CPU_PCT = 1e6  # a volunteer factor table's CPU maximum, % of a core
+
+VolunteerFactor = Annotated[float, Field(gt=0, le=MAX_VOLUNTEER_FACTOR)]
 
 
 class Work(_Strict):
@@ -126,13 +129,26 @@ class Work(_Strict):
     `volunteer_factor` times it (docs/model.md D29): a volunteer's process runs its batches
     colder than the server's, and a testbed measures the ratio from the batches its nodes
     list (`python -m gmm_volunteer.testbed.batches --fit-volunteer`). 1 = as on the server.
+    It may instead be a table {the users' CPU maximum, % of a core: factor} (D29, "as a
+    function of the CPU share"; `python -m gmm_volunteer.testbed.quota` writes one): the
+    factor at the run's users' maximum is read off it (`volunteer_factor_at`).
     """
 
     distribution: Literal["lognormal", "exponential"] = "lognormal"
     batch_sizes: list[int]
     mean_cpu_s: list[float]
     log_sd: float = Field(0.0, ge=0, le=MAX_LOG_SD)
-    volunteer_factor: float = Field(1.0, gt=0, le=MAX_VOLUNTEER_FACTOR)
+    volunteer_factor: VolunteerFactor | dict[Annotated[float, Field(gt=0, le=MAX_CPU_PCT)], VolunteerFactor] = 1.0
+
+    def volunteer_factor_at(self, cpu_pct: float) -> float:
+        """The volunteer factor on users whose CPU maximum is `cpu_pct` % of a core: the
+        number, or the table linear in log CPU between its entries and constant beyond them
+        (D29: a quota's cost grows as the share shrinks, measured at a few shares)."""
+        f = self.volunteer_factor
+        if not isinstance(f, dict):
+            return float(f)
+        cpus = sorted(f)
+        return float(np.interp(np.log(max(cpu_pct, 1e-12)), np.log(cpus), [f[c] for c in cpus]))
 
     @model_validator(mode="after")
     def _lengths(self):
@@ -144,6 +160,8 @@ class Work(_Strict):
             raise ValueError("mean_cpu_s must be finite and > 0")
         if self.distribution == "exponential" and self.log_sd != 0.0:
             raise ValueError("log_sd applies to the lognormal distribution only")
+        if isinstance(self.volunteer_factor, dict) and not self.volunteer_factor:
+            raise ValueError("volunteer_factor: a table needs at least one entry {CPU %: factor}")
         return self
 
 

@@ -351,8 +351,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
     wk_mean = np.stack([work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s) for m in sub_type])
     wk_dist = np.array([_WORK_CODES[st[m].work.distribution] for m in sub_type], np.int64)
     wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
-    # A volunteer's batch costs this times the table's work (D29; 1 = as on the server)
-    wk_vol = np.array([st[m].work.volunteer_factor for m in sub_type])
+    # A volunteer's batch costs this times the table's work (D29; 1 = as on the server),
+    # read at the users' CPU maximum where the bundle gives it per CPU share
+    wk_vol = np.array([st[m].work.volunteer_factor_at(amax[1, CPU]) for m in sub_type])
     sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
     sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
     hz = hazard_arrays(bundle.hazard, n_types)

@@ -181,11 +181,21 @@ def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
     return {s.name: work_table(s.work.batch_sizes, s.work.mean_cpu_s) for s in b.subtask_types}
 
 
-def bundle_factors(bundle_dir) -> dict[str, float]:
-    """Each type's volunteer factor (docs/model.md D29; 1 where the bundle gives none)."""
+def bundle_factors(bundle_dir, cpu_pct: float) -> dict[str, float]:
+    """Each type's volunteer factor on users whose CPU maximum is `cpu_pct` % of a core
+    (docs/model.md D29; 1 where the bundle gives none)."""
     from gmm_volunteer.io.bundle import load_bundle
 
-    return {s.name: s.work.volunteer_factor for s in load_bundle(bundle_dir).subtask_types}
+    return {s.name: s.work.volunteer_factor_at(cpu_pct) for s in load_bundle(bundle_dir).subtask_types}
+
+
+def users_cpu(attrs: dict) -> float:
+    """The users' CPU maximum of the run a store holds, % of a core (base_profile.cpu x
+    users.capacity of its resolved config): where a bundle's factor is read per CPU share."""
+    import yaml
+
+    cfg = yaml.safe_load(attrs["config"])
+    return float(cfg["base_profile"]["cpu"]) * float(cfg["users"]["capacity"])
 
 
 def _store_batches(store: str) -> tuple[dict, dict]:
@@ -236,15 +246,20 @@ def _idle_table(args, read: list, argv) -> int:
             print(f"batches: {store}: its batches have no start time (a store made before 0.8.4)", file=sys.stderr)
             return 2
     try:
-        work, factors = bundle_work(args.model), bundle_factors(args.model)
-        digest = bundle_digest(load_bundle(args.model))
+        work, digest = bundle_work(args.model), bundle_digest(load_bundle(args.model))
+        # the stores grouped by the factors their users' CPU share reads (one group unless
+        # the bundle gives its factors per share and the stores' shares differ)
+        groups = defaultdict(list)
+        for store, attrs, b in read:
+            factors = bundle_factors(args.model, users_cpu(attrs))
+            groups[tuple(sorted(factors.items()))].append((Path(store).name.rsplit("-seed", 1)[0], b))
     except (BundleError, FileNotFoundError, OSError) as err:
         print(f"batches: {args.model}: {err}", file=sys.stderr)
         return 2
-    cases = [(Path(store).name.rsplit("-seed", 1)[0], b) for store, _, b in read]
     head = ["node", "case", "type"] + [_idle_label(k) for k in range(len(IDLE_EDGES) + 1)]
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                      + ["| " + " | ".join(r) + " |" for r in by_idle(cases, work, factors)])
+                      + ["| " + " | ".join(r) + " |" for factors, cases in groups.items()
+                         for r in by_idle(cases, work, dict(factors))])
     print(table)
     if args.result_file:
         attrs = read[0][1]
@@ -287,7 +302,7 @@ def main(argv=None) -> int:
     for store, attrs, batches in read:
         model = args.model or attrs.get("model_bundle")
         try:
-            work, factors = bundle_work(model), bundle_factors(model)
+            work, factors = bundle_work(model), bundle_factors(model, users_cpu(attrs))
         except (BundleError, FileNotFoundError, OSError) as err:
             print(f"batches: {model}: {err}", file=sys.stderr)
             return 2
