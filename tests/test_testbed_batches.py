@@ -145,3 +145,37 @@ def test_a_factor_table_is_read_at_the_stores_users_cpu(tmp_path):
     assert users_cpu(attrs) == 15.0
     assert bundle_factors(path, users_cpu(attrs))[name] == 1.5
     assert bundle_factors(path, 5.0)[name] == 2.0
+
+
+def test_fit_server_scales_the_table_and_keeps_the_volunteers_work(tmp_path):
+    """`--fit-server`: the table times the ratio of the server's batches (the volunteers'
+    do not count), every size; each volunteer factor, a number or a table per share,
+    divided by it, so that a volunteer's work is unchanged; a type the server did not run
+    keeps its work."""
+    from gmm_volunteer.io.bundle import load_bundle, write_bundle
+    from gmm_volunteer.testbed.batches import fit_server
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    data = synthetic_bundle()
+    first, second = (s["name"] for s in data["subtask_types"][:2])
+    data["subtask_types"][0]["work"]["volunteer_factor"] = {5.0: 2.0, 15.0: 1.6}
+    data["subtask_types"][1]["work"]["volunteer_factor"] = 1.5
+    write_bundle(data, tmp_path / "b")
+    w1 = data["subtask_types"][0]["work"]
+    base = work_table(w1["batch_sizes"], w1["mean_cpu_s"])[1]
+    stores = [{"server": [[first, 1, 0.7 * base, 0.0, 1.0]], "devices": [[[first, 1, 99.0, 0.0, 1.0]]]},
+              {"server": [[first, 1, 0.9 * base, 0.0, 1.0]], "devices": []}]
+    path, ratios, missing = fit_server(stores, tmp_path / "b", tmp_path / "out")
+    assert np.isclose(ratios[first][1], 0.8) and ratios[first][0] == 2 and missing == [second]
+    after = {s.name: s.work for s in load_bundle(path).subtask_types}
+    assert np.allclose(after[first].mean_cpu_s, [round(0.8 * x, 6) for x in w1["mean_cpu_s"]])
+    assert after[first].volunteer_factor == {5.0: 2.5, 15.0: 2.0}
+    assert after[second].volunteer_factor == 1.5
+    assert after[second].mean_cpu_s == data["subtask_types"][1]["work"]["mean_cpu_s"]
+
+
+def test_fit_server_and_fit_volunteer_at_once_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "none.zarr"), "--model", str(tmp_path / "b"), "--fit-server", str(tmp_path / "o1"),
+                 "--fit-volunteer", str(tmp_path / "o2")]) == 2
+    assert "one after the other" in capsys.readouterr().err
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()

@@ -11,6 +11,7 @@ whether the model's work per batch is what the nodes paid (docs/validation.md se
 
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] [--model BUNDLE_DIR]
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --fit-volunteer OUT_DIR
+    python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --fit-server OUT_DIR
     python -m gmm_volunteer.testbed.batches STORE [STORE ...] --model BUNDLE_DIR --by-idle [--result-file PATH]
 
 Without `--model` the bundle the run was made with (its `model_bundle`) is used. With
@@ -19,6 +20,9 @@ Without `--model` the bundle the run was made with (its `model_bundle`) is used.
 (the factors the bundle may already carry are replaced, not compounded),
 pooled over the stores, with its 95 % interval; a copy of the bundle with those factors is
 written to OUT_DIR. Types no volunteer executed keep the bundle's factor and are named.
+With `--fit-server` the stores' server batches scale the work table itself (it is the
+server's work), and the volunteer factors are divided by the same ratios, so that a
+volunteer's work stays as it was.
 With `--by-idle` (stores from 0.8.4, whose batches have their start) one table sets
 every store's batches beside the bundle's work by how long their node was idle before
 them, per node kind, case (the store's name before `-seed`) and type.
@@ -143,19 +147,27 @@ def volunteer_factors(listed: list, work: dict[str, np.ndarray]) -> dict[str, tu
     return out
 
 
+def _ratios(stores_batches: list[dict], bundle_dir, kind: str) -> tuple[list, dict, dict]:
+    """The batches `kind` ("server" or "volunteers") listed in `stores_batches`, their ratio
+    estimates per type over the bundle's table (`volunteer_factors`), and the bundle's data
+    to write a fitted copy from."""
+    import yaml
+
+    from gmm_volunteer.io.bundle import bundle_file
+
+    listed = [r for b in stores_batches for r in dict(_by_kind(b))[kind]]
+    data = yaml.safe_load(bundle_file(bundle_dir).read_text())
+    return listed, volunteer_factors(listed, bundle_work(bundle_dir)), data
+
+
 def fit_volunteer(stores_batches: list[dict], bundle_dir, out_dir):
     """Write a copy of the bundle at `bundle_dir` to `out_dir` with each type's
     `work.volunteer_factor` measured from the volunteer batches of `stores_batches` (the
     stores' `batches` lists); returns (the path, {type: (batches, factor, half-width)},
     the types no volunteer executed)."""
-    import yaml
+    from gmm_volunteer.io.bundle import write_bundle
 
-    from gmm_volunteer.io.bundle import bundle_file, write_bundle
-
-    work = bundle_work(bundle_dir)
-    listed = [r for b in stores_batches for r in _by_kind(b)[1][1]]
-    factors = volunteer_factors(listed, work)
-    data = yaml.safe_load(bundle_file(bundle_dir).read_text())
+    listed, factors, data = _ratios(stores_batches, bundle_dir, "volunteers")
     missing = []
     for s in data["subtask_types"]:
         if s["name"] in factors:
@@ -169,6 +181,38 @@ def fit_volunteer(stores_batches: list[dict], bundle_dir, out_dir):
                           + (f"; no volunteer batch of {', '.join(missing)} (factor as in {bundle_dir})" if missing else "")
                           + f"; everything else as {bundle_dir}.").strip()
     return write_bundle(data, out_dir), factors, missing
+
+
+def fit_server(stores_batches: list[dict], bundle_dir, out_dir):
+    """Write a copy of the bundle at `bundle_dir` to `out_dir` whose work table is what the
+    server's batches in `stores_batches` cost: per type, the table times the ratio
+    estimate (`volunteer_factors`' estimator, over the server's batches) of their CPU-s
+    over the table's work for the same batches. The table is the server's work (D29), so
+    this calibrates it; each volunteer factor (a number or a table per CPU share) is divided
+    by the same ratio, so that a volunteer's work stays as the bundle had it. Returns (the
+    path, {type: (batches, ratio, half-width)}, the types the server did not execute)."""
+    from gmm_volunteer.io.bundle import write_bundle
+
+    listed, ratios, data = _ratios(stores_batches, bundle_dir, "server")
+    missing = []
+    for s in data["subtask_types"]:
+        if s["name"] not in ratios:
+            missing.append(s["name"])
+            continue
+        r = ratios[s["name"]][1]
+        w = s["work"]
+        w["mean_cpu_s"] = [round(x * r, 6) for x in w["mean_cpu_s"]]
+        g = w.get("volunteer_factor", 1.0)
+        w["volunteer_factor"] = ({c: round(f / r, 4) for c, f in g.items()} if isinstance(g, dict)
+                                 else round(g / r, 4))
+    measured = ", ".join(f"{k} {f:.3g} ({n} batches)" for k, (n, f, _) in ratios.items())
+    data["provenance"] = (f"{data.get('provenance', '')} Work table scaled to the server's batches by "
+                          f"gmm_volunteer.testbed.batches --fit-server from {len(listed)} server batches of "
+                          f"{len(stores_batches)} testbed store(s): {measured}, the volunteer factors divided "
+                          f"by the same ratios"
+                          + (f"; no server batch of {', '.join(missing)} (as in {bundle_dir})" if missing else "")
+                          + f"; everything else as {bundle_dir}.").strip()
+    return write_bundle(data, out_dir), ratios, missing
 
 
 def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
@@ -218,17 +262,21 @@ def _store_batches(store: str) -> tuple[dict, dict]:
 def _fit(args, listed: list[dict]) -> int:
     from gmm_volunteer.io.bundle import BundleError
 
+    server = args.fit_server is not None
     try:
-        path, factors, missing = fit_volunteer(listed, args.model, args.fit_volunteer)
+        path, factors, missing = (fit_server(listed, args.model, args.fit_server) if server
+                                  else fit_volunteer(listed, args.model, args.fit_volunteer))
     except (BundleError, FileNotFoundError, OSError) as err:
         print(f"batches: {err}", file=sys.stderr)
         return 2
-    print("| type | volunteer batches | volunteer factor | 95 % half-width |")
+    print("| type | server batches | work over the table | 95 % half-width |" if server
+          else "| type | volunteer batches | volunteer factor | 95 % half-width |")
     print("|---|---|---|---|")
     for name, (n, f, half) in factors.items():
         print(f"| {name} | {n} | {f:.3f} | {'-' if np.isnan(half) else f'{half:.3f}'} |")
     for name in missing:
-        print(f"batches: no volunteer batch of {name}: its factor is the bundle's", file=sys.stderr)
+        print(f"batches: no server batch of {name}: its work is the bundle's" if server
+              else f"batches: no volunteer batch of {name}: its factor is the bundle's", file=sys.stderr)
     print(path)
     return 0
 
@@ -281,21 +329,28 @@ def main(argv=None) -> int:
     p.add_argument("--model", default=None, metavar="BUNDLE_DIR", help="the bundle to set the batches beside")
     p.add_argument("--fit-volunteer", default=None, metavar="OUT_DIR",
                    help="write a copy of --model with each type's volunteer factor measured from the stores")
+    p.add_argument("--fit-server", default=None, metavar="OUT_DIR",
+                   help="write a copy of --model with its work table scaled to the stores' server batches "
+                        "(and its volunteer factors divided by the same ratios)")
     p.add_argument("--by-idle", action="store_true",
                    help="one table of every store's batches against --model by the idle time before them (0.8.4 on)")
     p.add_argument("--result-file", default=None, metavar="PATH", help="with --by-idle: also write it as a result file")
     args = p.parse_args(argv)
     from gmm_volunteer.io.bundle import BundleError
 
-    if (args.fit_volunteer is not None or args.by_idle) and args.model is None:
-        print("batches: --fit-volunteer and --by-idle need --model BUNDLE_DIR (the bundle whose work they "
-              "read)", file=sys.stderr)
+    if (args.fit_volunteer is not None or args.fit_server is not None or args.by_idle) and args.model is None:
+        print("batches: --fit-volunteer, --fit-server and --by-idle need --model BUNDLE_DIR (the bundle whose "
+              "work they read)", file=sys.stderr)
+        return 2
+    if args.fit_volunteer is not None and args.fit_server is not None:
+        print("batches: --fit-volunteer and --fit-server write one bundle each; run them one after the other",
+              file=sys.stderr)
         return 2
     try:
         read = [(store, *_store_batches(store)) for store in args.stores]
     except SystemExit as stop:
         return int(stop.code)
-    if args.fit_volunteer is not None:
+    if args.fit_volunteer is not None or args.fit_server is not None:
         return _fit(args, [b for _, _, b in read])
     if args.by_idle:
         return _idle_table(args, read, argv)
