@@ -46,11 +46,12 @@ def test_quota_measures_each_configs_own_types_and_scales_the_factors(monkeypatc
     from gmm_volunteer.testbed.quota import main
 
     asked = []
+    slower_at_5 = {"ppocr_cls": 1.25, "mobilenet_v2": 1.5, "ppocr_rec": 2.0}
 
     def fake(limits, names, sizes, repetitions, cold=False):
         asked.append((limits.cpu_pct, sorted(names), list(sizes), repetitions, cold))
-        slow = 1.0 if limits.cpu_pct == 15.0 else {"ppocr_cls": 1.25, "mobilenet_v2": 1.5, "ppocr_rec": 2.0}
-        return {n: {b: 0.1 * b * (slow if isinstance(slow, float) else slow[n]) for b in sizes} for n in names}, {}
+        slow = slower_at_5 if limits.cpu_pct == 5.0 else {}
+        return {n: {b: 0.1 * b * slow.get(n, 1.0) for b in sizes} for n in names}, {}
 
     monkeypatch.setattr(cal, "_measure_limited", fake)
     bundle = _factored_bundle(tmp_path)
@@ -62,7 +63,7 @@ def test_quota_measures_each_configs_own_types_and_scales_the_factors(monkeypatc
                      (5.0, ["mobilenet_v2", "ppocr_cls", "ppocr_rec"], [1, 2], 2, True)]
     before = {s.name: s.work.volunteer_factor for s in load_bundle(bundle).subtask_types}
     after = {s.name: s.work for s in load_bundle(out).subtask_types}
-    for name, ratio in {"ppocr_cls": 1.25, "mobilenet_v2": 1.5, "ppocr_rec": 2.0}.items():
+    for name, ratio in slower_at_5.items():
         assert after[name].volunteer_factor == {15.0: round(before[name], 4), 5.0: round(before[name] * ratio, 4)}
         assert after[name].volunteer_factor_at(5.0) == pytest.approx(before[name] * ratio, abs=1e-4)
         assert after[name].volunteer_factor_at(15.0) == pytest.approx(before[name], abs=1e-4)

@@ -69,12 +69,17 @@ def judge(tb_runs, sim_runs, target: float) -> dict:
     tb_mean, sim_mean = float(np.nanmean(tb)), float(np.nanmean(sim))
     hw = half_width(tb)
     err = (sim_mean - tb_mean) / tb_mean if tb_mean else math.nan
-    if not tb_mean or not math.isfinite(hw) or hw > target * abs(tb_mean):
-        verdict = UNDECIDED
-    else:
-        verdict = WITHIN if abs(err) <= target else OUTSIDE
+    rel_hw = hw / abs(tb_mean) if tb_mean else math.inf
     return {"tb": tb_mean, "tb_hw": hw, "sim": sim_mean, "sim_hw": half_width(sim), "error": err,
-            "verdict": verdict, "needed": runs_needed(tb, target)}
+            "verdict": _decide(err, rel_hw, target), "needed": runs_needed(tb, target)}
+
+
+def _decide(err: float, rel_hw: float, target: float) -> str:
+    """The rule of both judges: cannot decide where the interval's half-width, relative to
+    the testbed's mean, is not finite or wider than the target; else within or outside."""
+    if not math.isfinite(rel_hw) or rel_hw > target:
+        return UNDECIDED
+    return WITHIN if abs(err) <= target else OUTSIDE
 
 
 def judge_paired(tb_runs, sim_runs, target: float) -> dict:
@@ -93,12 +98,8 @@ def judge_paired(tb_runs, sim_runs, target: float) -> dict:
     ok = tb.size > 0 and tb_mean != 0
     err = (sim_mean - tb_mean) / tb_mean if ok else math.nan
     err_hw = half_width(diff) / abs(tb_mean) if ok else math.inf
-    if not ok or not math.isfinite(err_hw) or err_hw > target:
-        verdict = UNDECIDED
-    else:
-        verdict = WITHIN if abs(err) <= target else OUTSIDE
     return {"tb": tb_mean, "tb_hw": half_width(tb), "sim": sim_mean, "sim_hw": half_width(sim), "error": err,
-            "error_hw": err_hw, "pairs": int(tb.size), "verdict": verdict,
+            "error_hw": err_hw, "pairs": int(tb.size), "verdict": _decide(err, err_hw, target),
             "needed": runs_needed(diff, target, scale=tb_mean) if ok else None}
 
 
