@@ -342,3 +342,32 @@ def test_a_volunteer_factor_table_is_read_at_the_users_cpu_maximum(tmp_path):
         data["subtask_types"][0]["work"]["volunteer_factor"] = bad
         with pytest.raises(BundleError, match="volunteer_factor"):
             validate_bundle(data, "b")
+
+
+def test_work_scale_is_the_bundle_with_its_work_scaled(tmp_path):
+    """`execution.work_scale` (D30) multiplies every batch's execution work, on the server
+    and the volunteers: a run at scale 0.5 is, trajectory for trajectory, the run of the
+    bundle whose work table is halved (halving is exact in floating point, through the
+    table's interpolation too), and not the run at scale 1. Under `progress: paper` the
+    work is not read, so a scale other than 1 is refused, naming the key."""
+    from gmm_volunteer.model.config import ConfigError
+
+    data = synthetic_bundle()
+    write_bundle(data, tmp_path / "as-measured")
+    for st in data["subtask_types"]:
+        st["work"]["mean_cpu_s"] = [0.5 * x for x in st["work"]["mean_cpu_s"]]
+    write_bundle(data, tmp_path / "halved")
+
+    def run(name, scale):
+        cfg = make_config(tmp_path / name, users=30, steps=300, seed=4, base_profile={"cpu": 15.0},
+                          execution={"work_scale": scale})
+        return Simulation(cfg).run(progress=False)
+
+    scaled, halved, one = run("as-measured", 0.5), run("halved", 1.0), run("as-measured", 1.0)
+    assert (scaled.request_outcome == 0).sum() > 0
+    assert np.array_equal(scaled.request_end, halved.request_end)
+    assert np.array_equal(scaled.completed_work, halved.completed_work)
+    assert not np.array_equal(scaled.completed_work, one.completed_work)
+    for bad in ({"work_scale": 0.0}, {"work_scale": 2.0, "progress": "paper"}):
+        with pytest.raises((ConfigError, ValueError), match="work_scale"):
+            config_from_dict({"execution": bad})

@@ -492,6 +492,12 @@ class Execution(_Section):
     discipline: Literal["shared", "fifo"] = "shared"
     # How many batches a node executes at once under discipline: fifo.
     concurrency: int = Field(1, ge=1, le=MAX_CONCURRENCY)
+    # The machine's speed against the one the bundle's work was measured on (docs/model.md
+    # D30): every batch's execution work is the table's times this, on the server and the
+    # volunteers alike; 1 = as measured. A comparison with a run on a slower or faster
+    # CPU sets it to that run's measured cost over the bundle's (testbed.compare
+    # --speed-reference); the testbed itself runs on whatever CPU it has.
+    work_scale: float = Field(1.0, gt=0.0, le=1000.0)
 
     @model_validator(mode="after")
     def _paper_steps(self):
@@ -503,6 +509,9 @@ class Execution(_Section):
             raise ValueError("discipline: fifo needs progress: work (under progress: paper a "
                              "phase ends by its hazard draw whatever CPU it is granted, so a "
                              "waiting batch would still finish; docs/model.md D28)")
+        if self.progress == "paper" and self.work_scale != 1.0:
+            raise ValueError(f"work_scale: {self.work_scale} needs progress: work (under progress: paper a "
+                             "phase ends by its hazard draw and its work is not read; docs/model.md D30)")
         if self.concurrency != 1 and self.discipline != "fifo":
             raise ValueError(f"concurrency: {self.concurrency} needs discipline: fifo (under "
                              "discipline: shared every executing batch runs at once; docs/model.md D28)")

@@ -349,6 +349,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
     # Work of a phase (docs/model.md, "Progress from granted resources"): mean CPU-seconds
     # of a batch's execution per batch size, its law around the mean; transfer sizes.
     wk_mean = np.stack([work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s) for m in sub_type])
+    wk_mean *= cfg.execution.work_scale  # the machine's speed against the bundle's (D30; 1 exactly as measured)
     wk_dist = np.array([_WORK_CODES[st[m].work.distribution] for m in sub_type], np.int64)
     wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
     # A volunteer's batch costs this times the table's work (D29; 1 = as on the server),

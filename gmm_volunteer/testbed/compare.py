@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gmm_volunteer.model.constants import CPU, OUTCOMES
-from gmm_volunteer.testbed import verdict
+from gmm_volunteer.testbed import speed, verdict
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -103,15 +103,15 @@ def _cell(tb: float, tb_runs, sim: float, sim_runs, digits: int = 1) -> str:
     return f"{tb:{f}}{t} / {sim:{f}}{s} ({err})"
 
 
-def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str]]:
-    """The testbed's stores of one case: those kept, and the names of those dropped
-    because a process was killed for memory or lost (issue 33: such a run is not the
-    config's system, and the comparison says so rather than average it in)."""
+def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str], list[Path]]:
+    """The testbed's stores of one case: those kept, the names of those dropped because a
+    process was killed for memory or lost (issue 33: such a run is not the config's
+    system, and the comparison says so rather than average it in), and the kept ones' paths."""
     import json
 
     from gmm_volunteer.io.results import open_result
 
-    kept, dropped = [], []
+    kept, dropped, paths = [], [], []
     for p in sorted(results.glob(f"{config.stem}-seed*.zarr")):
         ds = open_result(p)
         account = json.loads(ds.attrs.get("testbed", "{}"))
@@ -119,10 +119,17 @@ def _testbed_runs(results: Path, config: Path) -> tuple[list, list[str]]:
             dropped.append(p.name)
         else:
             kept.append(ds)
-    return kept, dropped
+            paths.append(p)
+    return kept, dropped, paths
 
 
-def _load(tb_ds) -> str:
+def _scaled(overrides, speeds) -> list[str]:
+    """`overrides` with the machine's speed in the runs at `speeds` (`testbed.speed`, D30);
+    unchanged where the speeds are not measured (None)."""
+    return [*overrides, speed.work_scale(speeds)] if speeds else list(overrides)
+
+
+def _load(tb_ds, speeds=None) -> str:
     """The machine's 1-minute load average at the testbed runs' start, mean and range, and
     its CPU model (both recorded from 0.8.1), with its family and model numbers where
     recorded (0.8.3): the machine's CPU has changed between sessions under one name, and
@@ -139,7 +146,8 @@ def _load(tb_ds) -> str:
     text = f"{np.mean(loads):.1f} [{min(loads):.1f}, {max(loads):.1f}]" if loads else "not recorded"
     if len(loads) < len(accounts):
         text += f" ({len(accounts) - len(loads)} of {len(accounts)} runs before 0.8.1 not recorded)"
-    return text + (f"; {', '.join(cpus)}" if cpus else "")
+    text += f"; {', '.join(cpus)}" if cpus else ""
+    return text + (f"; speed {min(speeds):.2f}-{max(speeds):.2f} of the reference" if speeds else "")
 
 
 def _per_run(stats: dict) -> dict:
@@ -159,6 +167,17 @@ def _keyed_seeds(tb_ds) -> list[int] | None:
             return None
         seeds.append(int(d.attrs["seed_entropy"]))
     return seeds
+
+
+def _pairs(config: Path, tb_ds, overrides, speeds=None, from_step: int = 0) -> dict | None:
+    """The simulator's runs of the testbed runs' seeds, in their order, each at its run's
+    machine speed where `speeds` are given (D30); None where the runs are not keyed."""
+    seeds = _keyed_seeds(tb_ds)
+    if not seeds:
+        return None
+    if not speeds:
+        return _stats(_simulate(config, seeds, overrides), from_step)
+    return _stats([_simulate(config, [s], _scaled(overrides, [r]))[0] for s, r in zip(seeds, speeds)], from_step)
 
 
 def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str], load: str,
@@ -187,7 +206,7 @@ def _case_means(tb_ds, config: Path, sim_seeds: int, overrides, from_step: int) 
 
 
 def calibrate(results: Path, configs: list[Path], calibration: list[str], candidates: list[str],
-              sim_seeds: int, sim_overrides=(), from_step: int = 0) -> tuple[list[str], str]:
+              sim_seeds: int, sim_overrides=(), from_step: int = 0, speeds=None) -> tuple[list[str], str]:
     """The held-out protocol's calibration (issue 33): each candidate setting of the
     simulator ("KEY=VALUE;KEY=VALUE") is run on the calibration cases only, and the one
     with the least mean |error| over their headline measures is kept for every case. The
@@ -195,13 +214,15 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
     table of every candidate's errors."""
     cases = [c for c in configs if c.stem in calibration]
     runs = {c: _testbed_runs(results, c)[0] for c in cases}
+    speeds = speeds or {}
     rows, scores = [], []
     for cand in candidates:
         errs = []
         for config in cases:
             if not runs[config]:
                 continue
-            tb, sim = _case_means(runs[config], config, sim_seeds, [*sim_overrides, *_setting(cand)], from_step)
+            tb, sim = _case_means(runs[config], config, sim_seeds,
+                                  _scaled([*sim_overrides, *_setting(cand)], speeds.get(config.stem)), from_step)
             errs.append([abs(sim[k] - tb[k]) / abs(tb[k]) for k in tb])
         score = float(np.mean(errs)) if errs else float("inf")
         scores.append(score)
@@ -216,18 +237,20 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
 
 
 def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds: int, sim_overrides=(),
-             from_step: int = 0) -> str:
+             from_step: int = 0, speeds=None) -> str:
     """Each setting ("KEY=VALUE;KEY=VALUE", on top of `sim_overrides`: the kept one) against
     every case's testbed runs, with the signed error of each headline measure: a mechanism
     measured by what the simulator predicts with and without it. Nothing is chosen here;
     a setting measured on a held-out case's own runs is a diagnosis, not a prediction."""
     runs = {c: _testbed_runs(results, c)[0] for c in configs}
+    speeds = speeds or {}
     rows = []
     for setting in settings:
         for config in configs:
             if not runs[config]:
                 continue
-            tb, sim = _case_means(runs[config], config, sim_seeds, [*sim_overrides, *_setting(setting)], from_step)
+            tb, sim = _case_means(runs[config], config, sim_seeds,
+                                  _scaled([*sim_overrides, *_setting(setting)], speeds.get(config.stem)), from_step)
             cells = [f"{tb[k]:.1f} / {sim[k]:.1f}" + (f" ({(sim[k] - tb[k]) / tb[k] * 100:+.0f} %)" if tb[k] else "")
                      for k in tb]
             rows.append([setting or "(as set)", config.stem, f"{len(runs[config])} / {sim_seeds}"] + cells)
@@ -237,14 +260,15 @@ def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds:
 
 
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
-            sim_overrides=(), calibration=(), from_step: int = 0):
+            sim_overrides=(), calibration=(), from_step: int = 0, speeds=None):
     """The tables of section 6: the headline (per case: testbed mean and 95 % interval,
     simulator, error and verdict of completions, mean latency and P99; `verdict`), the
     detailed one, per request type, and where the time goes. Requests count from
     `from_step` on (`_stats`); the CPU columns and where the time goes take whole runs."""
     rows, type_rows, curves, mech_rows, head_rows = [], [], [], [], []
     for config in configs:
-        tb_ds, dropped = _testbed_runs(results, config)
+        tb_ds, dropped, _ = _testbed_runs(results, config)
+        rs = (speeds or {}).get(config.stem)
         for name in dropped:
             print(f"{config.stem}: {name} dropped: a process was killed for memory or lost", file=sys.stderr)
         role = ("calibration" if config.stem in calibration else "held-out") if calibration else ""
@@ -254,11 +278,10 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                 head_rows.append([config.stem, role, f"0 / - ({len(dropped)} dropped: {', '.join(dropped)})", "-"]
                                  + ["-"] * len(verdict.TARGETS) + [verdict.UNDECIDED])
             continue
-        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), sim_overrides)
+        sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), _scaled(sim_overrides, rs))
         tb, sim = _stats(tb_ds, from_step), _stats(sim_ds, from_step)
-        seeds = _keyed_seeds(tb_ds)
-        pairs = _stats(_simulate(config, seeds, sim_overrides), from_step) if seeds else None
-        head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds), pairs))
+        pairs = _pairs(config, tb_ds, sim_overrides, rs, from_step)
+        head_rows.append(_headline_row(config.stem, role, tb, sim, dropped, _load(tb_ds, rs), pairs))
         row = [config.stem, f"{tb['runs']} / {sim['runs']}"]
         for o in OUTCOMES:
             c, cs = tb["counts"][o], sim["counts"][o]
@@ -404,6 +427,10 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
             bundles[value] = bundle_digest(load_bundle(value))
+    if getattr(args, "speed_reference", None) is not None:
+        from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+
+        bundles[str(args.speed_reference)] = bundle_digest(load_bundle(args.speed_reference))
     stores = [p for c in args.configs for p in args.results.glob(f"{c.stem}-seed*.zarr")]
     found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for p in stores}, key=lambda x: (len(x), x))
     seeds = ", ".join(found)
@@ -423,6 +450,9 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
                  + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". "
                  + (f"Requests that started at step {args.from_step} or later only (the CPU columns: whole "
                     "runs). " if args.from_step else "")
+                 + (f"Each run predicted at its machine's speed: its {speed.SUFFIX} (calibrate --cold before the run) "
+                    f"over {args.speed_reference}, as execution.work_scale (docs/model.md D30). "
+                    if getattr(args, "speed_reference", None) is not None else "")
                  + notes.get(suffix, DEFAULT_NOTE))
 
 
@@ -456,6 +486,10 @@ def main(argv=None) -> int:
     p.add_argument("--candidate", action="append", default=[], metavar="KEY=VALUE;KEY=VALUE",
                    help="a simulator setting to try on the calibration cases (repeatable; '' for none); the "
                         "best is kept for every case")
+    p.add_argument("--speed-reference", metavar="BUNDLE", type=Path,
+                   help="predict each run at its machine's speed (docs/model.md D30): its sidecar "
+                        "<store>.speed.txt (calibrate --cold, printed before the run) over this bundle's work, "
+                        "the cold measurement the candidates' work derives from")
     args = p.parse_args(argv)
     calibration = [c for c in args.calibration.split(",") if c]
     stems = {c.stem for c in args.configs}
@@ -468,23 +502,32 @@ def main(argv=None) -> int:
         p.error(f"--from-step: {args.from_step} is negative (a step of the run, 0 counts every request)")
     if args.candidate and not calibration:
         p.error("--candidate needs --calibration (the cases to calibrate on)")
+    speeds = None
+    if args.speed_reference is not None:
+        try:
+            speeds = {c.stem: speed.store_speeds(_testbed_runs(args.results, c)[2], args.speed_reference)
+                      for c in args.configs}
+        except (speed.SpeedError, OSError, ValueError) as err:
+            print(f"compare: --speed-reference: {err}", file=sys.stderr)
+            return 2
     tables = {}
     if args.candidate:
         chosen, cal_table = calibrate(args.results, args.configs, calibration, args.candidate, args.sim_seeds,
-                                      args.sim_set, args.from_step)
+                                      args.sim_set, args.from_step, speeds)
         print(cal_table)
         print()
         args.sim_set = [*args.sim_set, *chosen]
         tables["-calibration"] = (cal_table, "the held-out protocol's calibration")
     if args.variant:
-        var_table = variants(args.results, args.configs, args.variant, args.sim_seeds, args.sim_set, args.from_step)
+        var_table = variants(args.results, args.configs, args.variant, args.sim_seeds, args.sim_set, args.from_step,
+                             speeds)
         print(var_table)
         print()
         if args.variants_file is not None:
             _write_results(args, {"": (var_table, "each setting's errors beside the kept one")},
                            Path(str(args.variants_file).removesuffix(".md")), notes={"": VARIANTS_NOTE})
     headline, table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure,
-                                                      args.sim_set, calibration, args.from_step)
+                                                      args.sim_set, calibration, args.from_step, speeds)
     if args.headline_file is not None:
         stem = str(args.headline_file).removesuffix(".md")
         _write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},

@@ -1,0 +1,90 @@
+"""The speed of the machine a testbed run ran on, against the bundle whose work the
+simulator reads (docs/model.md D30; docs/validation.md section 6, "The machine's speed").
+
+A shared machine's CPU drifts, between sessions and within one: on 2026-12-06 the same
+cold batches cost 0.79-0.94 times at 08:25 UTC what they cost at 03:51 UTC on one CPU
+(family 23). A run's speed is read from its sidecar `<store stem>.speed.txt`: the
+measurements `python -m gmm_volunteer.testbed.calibrate BUNDLE OUT --cold` prints right
+before the run (lines `type<TAB>batch size<TAB>CPU-s`; `#` starts a comment), each over
+the reference bundle's work at the same type and size, their geometric mean. The
+simulator predicts that run with `execution.work_scale` at that speed
+(`testbed.compare --speed-reference BUNDLE`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+SUFFIX = ".speed.txt"
+
+
+class SpeedError(ValueError):
+    """A sidecar is missing, unreadable, or shares nothing with the reference."""
+
+
+def sidecar(store: Path) -> Path:
+    """The speed file beside a testbed store: `X/case-seed3.zarr` -> `X/case-seed3.speed.txt`."""
+    return store.with_name(store.name.removesuffix(".zarr") + SUFFIX)
+
+
+def read(path: Path) -> list[tuple[str, int, float]]:
+    """The (type, batch size, CPU-s) measurements of a speed file."""
+    if not path.is_file():
+        raise SpeedError(f"{path}: no speed file (the cold measurements printed by "
+                         "`python -m gmm_volunteer.testbed.calibrate BUNDLE OUT --cold` before the run)")
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        try:
+            name, size, cpu = parts[0], int(parts[1]), float(parts[2])
+        except (IndexError, ValueError):
+            raise SpeedError(f"{path}:{i}: expected 'type batch-size CPU-s', got {line.strip()!r}") from None
+        if len(parts) != 3 or size < 1 or not (cpu > 0 and math.isfinite(cpu)):
+            raise SpeedError(f"{path}:{i}: expected 'type batch-size CPU-s' with a size >= 1 and a CPU-s > 0, "
+                             f"got {line.strip()!r}")
+        rows.append((name, size, cpu))
+    return rows
+
+
+def speed(path: Path, reference: dict[str, np.ndarray]) -> float:
+    """The geometric mean of a speed file's measurements over the reference's work at the
+    same type and size (`testbed.batches.bundle_work`); types the reference lacks are
+    left out."""
+    ratios = [cpu / reference[name][size] for name, size, cpu in read(path)
+              if name in reference and size < reference[name].size and reference[name][size] > 0]
+    if not ratios:
+        raise SpeedError(f"{path}: no measurement of a type the reference bundle has "
+                         f"({', '.join(sorted(reference))})")
+    return geometric_mean(ratios)
+
+
+def geometric_mean(xs) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(xs, float)))))
+
+
+def store_speeds(stores: list[Path], reference_bundle: Path) -> list[float]:
+    """Each store's speed against `reference_bundle`, in the stores' order; every missing or
+    bad sidecar is named in one error."""
+    from gmm_volunteer.testbed.batches import bundle_work
+
+    reference = bundle_work(reference_bundle)
+    out, problems = [], []
+    for store in stores:
+        try:
+            out.append(speed(sidecar(store), reference))
+        except SpeedError as err:
+            problems.append(str(err))
+    if problems:
+        raise SpeedError("; ".join(problems))
+    return out
+
+
+def work_scale(speeds) -> str:
+    """The simulator's override for runs at these speeds (their geometric mean; D30)."""
+    return f"execution.work_scale={geometric_mean(speeds):.4f}"
