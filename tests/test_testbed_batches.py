@@ -179,3 +179,27 @@ def test_fit_server_and_fit_volunteer_at_once_exit_2(tmp_path, capsys):
                  "--fit-volunteer", str(tmp_path / "o2")]) == 2
     assert "one after the other" in capsys.readouterr().err
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+def test_at_reference_speed_divides_each_batchs_cpu_by_its_stores_speed(tmp_path):
+    """`--speed-reference` (docs/model.md D30): a batch that cost 0.8 CPU-s at speed 0.8
+    would have cost 1.0 at the reference's; wall times stay as measured. A fit over a
+    store at speed 0.5 and one at 1 reads both at the reference's."""
+    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.testbed.batches import at_reference_speed, fit_server
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    b = {"server": [["a", 1, 0.8, 0.4, 2.0]], "devices": [[["a", 2, 0.08, 0.08, 3.0]]]}
+    got = at_reference_speed(b, 0.8)
+    assert np.allclose(got["server"][0][2:], [1.0, 0.5, 2.0])
+    assert np.allclose(got["devices"][0][0][2:], [0.1, 0.1, 3.0])
+    data = synthetic_bundle()
+    first = data["subtask_types"][0]["name"]
+    write_bundle(data, tmp_path / "b")
+    w = data["subtask_types"][0]["work"]
+    base = work_table(w["batch_sizes"], w["mean_cpu_s"])[1]
+    slow = {"server": [[first, 1, 0.5 * base, 0.0, 1.0]], "devices": []}  # at speed 0.5: as the table
+    _, ratios, _ = fit_server([at_reference_speed(slow, 0.5), {"server": [[first, 1, base, 0.0, 1.0]]}],
+                              tmp_path / "b", tmp_path / "out")
+    assert np.isclose(ratios[first][1], 1.0)
+

@@ -50,14 +50,14 @@ def test_a_bad_speed_file_is_named_with_its_line(tmp_path, text, message):
     assert message in str(exc.value)
 
 
-def _keyed_store(results: Path, seed: int, overrides) -> Path:
+def _keyed_store(results: Path, seed: int, overrides, account: dict | None = None) -> Path:
     from gmm_volunteer.io.results import write_result
     from gmm_volunteer.testbed.compare import _simulate
 
     (ds,) = _simulate(CONFIG, [seed], overrides)
     ds = ds.copy()
     ds.attrs["testbed_config"] = json.dumps({"draws": "keyed"})
-    ds.attrs["testbed"] = json.dumps({})
+    ds.attrs["testbed"] = json.dumps(account or {})
     path = results / f"{CONFIG.stem}-seed{seed}.zarr"
     write_result(ds, path)
     return path
@@ -95,3 +95,19 @@ def test_compare_names_a_store_without_a_speed_file_and_exits_2(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2
     assert "light-uniform-seed3.speed.txt: no speed file" in err
+
+
+def test_batches_speed_reference_names_a_store_without_its_speed_file(tmp_path, capsys):
+    """`testbed.batches --speed-reference`: a store with batches but no speed file beside it
+    exits 2 naming the file, and no bundle is written; with the file the fit is written."""
+    from gmm_volunteer.testbed.batches import main
+
+    store = _keyed_store(tmp_path, 3, ["steps=30"], {"batches": {"server": [["ppocr_cls", 1, 0.003, 0.003, 0.01]],
+                                                               "devices": []}})
+    argv = [str(store), "--model", str(REFERENCE), "--speed-reference", str(REFERENCE), "--fit-server"]
+    assert main([*argv, str(tmp_path / "out")]) == 2
+    assert "light-uniform-seed3.speed.txt: no speed file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    _sidecar(speed.sidecar(store), {("ppocr_cls", 1): 0.5})
+    assert main([*argv, str(tmp_path / "out2")]) == 0
+    assert (tmp_path / "out2" / "bundle.yaml").exists()

@@ -23,6 +23,9 @@ written to OUT_DIR. Types no volunteer executed keep the bundle's factor and are
 With `--fit-server` the stores' server batches scale the work table itself (it is the
 server's work), and the volunteer factors are divided by the same ratios, so that a
 volunteer's work stays as it was.
+With `--speed-reference BUNDLE_DIR` every batch's CPU-s is divided by its store's machine
+speed against BUNDLE_DIR (docs/model.md D30), so that stores made at different speeds fit
+one table at the reference's.
 With `--by-idle` (stores from 0.8.4, whose batches have their start) one table sets
 every store's batches beside the bundle's work by how long their node was idle before
 them, per node kind, case (the store's name before `-seed`) and type.
@@ -45,6 +48,17 @@ def _by_kind(batches: dict) -> list[tuple[str, list]]:
     """The listed batches of the server and of all volunteers together."""
     return [("server", batches.get("server", [])),
             ("volunteers", [r for d in batches.get("devices", []) for r in d])]
+
+
+def at_reference_speed(batches: dict, speed: float) -> dict:
+    """A store's batch lists with each batch's CPU-s (counted and the thread's) divided by
+    its machine's speed (docs/model.md D30): what the batch would have cost on the machine
+    the reference bundle was measured on. Wall times are left as measured."""
+    def each(listed):
+        return [[r[0], r[1], r[2] / speed, r[3] / speed, *r[4:]] for r in listed]
+
+    return {**batches, "server": each(batches.get("server", [])),
+            "devices": [each(d) for d in batches.get("devices", [])]}
 
 
 def _base(work: dict[str, np.ndarray], name: str, size: int) -> float | None:
@@ -335,6 +349,9 @@ def main(argv=None) -> int:
     p.add_argument("--by-idle", action="store_true",
                    help="one table of every store's batches against --model by the idle time before them (0.8.4 on)")
     p.add_argument("--result-file", default=None, metavar="PATH", help="with --by-idle: also write it as a result file")
+    p.add_argument("--speed-reference", default=None, metavar="BUNDLE_DIR",
+                   help="read each store's batches at the speed of the machine BUNDLE_DIR was measured on: their "
+                        "CPU-s over the store's speed (its <store>.speed.txt over BUNDLE_DIR's work; docs/model.md D30)")
     args = p.parse_args(argv)
     from gmm_volunteer.io.bundle import BundleError
 
@@ -350,6 +367,17 @@ def main(argv=None) -> int:
         read = [(store, *_store_batches(store)) for store in args.stores]
     except SystemExit as stop:
         return int(stop.code)
+    if args.speed_reference is not None:
+        from pathlib import Path
+
+        from gmm_volunteer.testbed import speed
+
+        try:
+            speeds = speed.store_speeds([Path(store) for store in args.stores], args.speed_reference)
+        except (speed.SpeedError, BundleError, OSError) as err:
+            print(f"batches: --speed-reference: {err}", file=sys.stderr)
+            return 2
+        read = [(store, attrs, at_reference_speed(b, r)) for (store, attrs, b), r in zip(read, speeds)]
     if args.fit_volunteer is not None or args.fit_server is not None:
         return _fit(args, [b for _, _, b in read])
     if args.by_idle:
