@@ -74,7 +74,7 @@ def test_each_run_is_predicted_at_its_machine_speed(tmp_path):
         store = _keyed_store(tmp_path, seed, [*base, f"execution.work_scale={s}"])
         _sidecar(speed.sidecar(store), {("ppocr_cls", 1): s, ("mobilenet_v2", 2): s})
     runs, _, stores = _testbed_runs(tmp_path, CONFIG)
-    speeds = speed.store_speeds(stores, REFERENCE)
+    speeds = speed.store_speeds(stores, bundle_work(REFERENCE))
     assert speeds == pytest.approx([0.5, 2.0], rel=1e-4)
     tb = _stats(runs)
 

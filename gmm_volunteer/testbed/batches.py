@@ -373,7 +373,7 @@ def main(argv=None) -> int:
         from gmm_volunteer.testbed import speed
 
         try:
-            speeds = speed.store_speeds([Path(store) for store in args.stores], args.speed_reference)
+            speeds = speed.store_speeds([Path(store) for store in args.stores], bundle_work(args.speed_reference))
         except (speed.SpeedError, BundleError, OSError) as err:
             print(f"batches: --speed-reference: {err}", file=sys.stderr)
             return 2

@@ -505,8 +505,10 @@ def main(argv=None) -> int:
     speeds = None
     if args.speed_reference is not None:
         try:
-            speeds = {c.stem: speed.store_speeds(_testbed_runs(args.results, c)[2], args.speed_reference)
-                      for c in args.configs}
+            from gmm_volunteer.testbed.batches import bundle_work
+
+            reference = bundle_work(args.speed_reference)
+            speeds = {c.stem: speed.store_speeds(_testbed_runs(args.results, c)[2], reference) for c in args.configs}
         except (speed.SpeedError, OSError, ValueError) as err:
             print(f"compare: --speed-reference: {err}", file=sys.stderr)
             return 2

@@ -68,12 +68,9 @@ def geometric_mean(xs) -> float:
     return float(np.exp(np.mean(np.log(np.asarray(xs, float)))))
 
 
-def store_speeds(stores: list[Path], reference_bundle: Path) -> list[float]:
-    """Each store's speed against `reference_bundle`, in the stores' order; every missing or
-    bad sidecar is named in one error."""
-    from gmm_volunteer.testbed.batches import bundle_work
-
-    reference = bundle_work(reference_bundle)
+def store_speeds(stores: list[Path], reference: dict[str, np.ndarray]) -> list[float]:
+    """Each store's speed against the reference bundle's work (`testbed.batches.bundle_work`
+    of it), in the stores' order; every missing or bad sidecar is named in one error."""
     out, problems = [], []
     for store in stores:
         try:
