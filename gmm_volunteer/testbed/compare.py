@@ -421,16 +421,13 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
     name = resultfile.bundle_name(attrs["model_bundle"])
     bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
     tried = [o for cand in [*args.candidate, *args.variant] for o in _setting(cand)]
-    for o in [*args.sim_set, *tried]:  # a bundle the simulator ran instead
+    reference = [f"model={args.speed_reference}"] if args.speed_reference is not None else []
+    for o in [*args.sim_set, *tried, *reference]:  # a bundle the simulator ran instead, or read the speed against
         key, _, value = o.partition("=")
         if key == "model":
             from gmm_volunteer.io.bundle import bundle_digest, load_bundle
 
             bundles[value] = bundle_digest(load_bundle(value))
-    if getattr(args, "speed_reference", None) is not None:
-        from gmm_volunteer.io.bundle import bundle_digest, load_bundle
-
-        bundles[str(args.speed_reference)] = bundle_digest(load_bundle(args.speed_reference))
     stores = [p for c in args.configs for p in args.results.glob(f"{c.stem}-seed*.zarr")]
     found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for p in stores}, key=lambda x: (len(x), x))
     seeds = ", ".join(found)
@@ -452,7 +449,7 @@ def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> Non
                     "runs). " if args.from_step else "")
                  + (f"Each run predicted at its machine's speed: its {speed.SUFFIX} (calibrate --cold before the run) "
                     f"over {args.speed_reference}, as execution.work_scale (docs/model.md D30). "
-                    if getattr(args, "speed_reference", None) is not None else "")
+                    if args.speed_reference is not None else "")
                  + notes.get(suffix, DEFAULT_NOTE))
 
 
