@@ -330,7 +330,7 @@ def test_calibrate_types_measures_only_those(monkeypatch, tmp_path):
 
     asked = []
 
-    def fake(names, sizes, repetitions, seed=0, cold=False):
+    def fake(names, sizes, repetitions, seed=0, cold=False, mmap_kb=0):
         asked.append(list(names))
         return {name: {n: 0.5 * n for n in sizes} for name in names}
 

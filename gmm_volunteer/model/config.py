@@ -670,11 +670,22 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: top level must be a mapping of config keys, got {_kind(data)}")
 
-    if "testbed" in data:  # the live testbed's own section, read by `gmmv testbed` only
-        data = dict(data)
-        validate_testbed_section(data.pop("testbed"), source)  # a typo fails for `gmmv run` too
     overrides = list(overrides)
     parsed = dict(parse_override(o, source) for o in overrides)
+    # the live testbed's own section, read by `gmmv testbed` only; checked here with its
+    # overrides, so that a typo (in the file or in a --set) fails for `gmmv run` too
+    # (its keys are flat: `testbed.KEY=VALUE`, as `testbed.config.load_testbed` reads them)
+    on_section = {k: v for k, v in parsed.items() if k.startswith("testbed.")}
+    if "testbed" in data or on_section:
+        data = dict(data)
+        section = data.pop("testbed", None) or {}
+        if isinstance(section, Mapping):
+            section = {**section, **{k.removeprefix("testbed."): v for k, v in on_section.items()}}
+        try:
+            validate_testbed_section(section, source)
+        except ConfigError as exc:
+            raise ConfigError(_blame_overrides(str(exc), source, overrides)) from None
+        parsed = {k: v for k, v in parsed.items() if k not in on_section}
     try:
         if isinstance(parsed.get("model"), str):
             parsed["model"] = _absolute(parsed["model"], Path.cwd(), source)

@@ -9,7 +9,7 @@ keep the bundle's values scaled by the ratio at the largest size measured. Every
 else in the bundle is unchanged, so a simulation with it isolates one mechanism.
 
     python -m gmm_volunteer.testbed.calibrate BUNDLE_DIR OUT_DIR [--max-batch 10] [--repetitions 3]
-        [--cold] [--testbed CONFIG [--node user|server]] [--types NAME,NAME]
+        [--cold] [--testbed CONFIG [--node user|server]] [--types NAME,NAME] [--mmap-threshold-kb KB]
 
 `--cold` times each batch as a testbed node meets it: after batches of the other types,
 with the heap trimmed, instead of back to back on a warm session.
@@ -21,7 +21,9 @@ Each type is measured in a fresh process there; a type whose process the node's 
 limit kills is named and keeps the bundle's work. Each measured mean is printed (type,
 batch size, CPU-s) on stderr. `--types` measures only the types named (a case's catalogue):
 with `--cold` one process holds the session of every type it measures, which a device of
-300 MB cannot hold for all five.
+300 MB cannot hold for all five. The measuring process sets glibc's heap as a testbed
+node does (`testbed.mmap_threshold_kb`, docs/testbed.md "Memory"): the config's with
+`--testbed`, else `--mmap-threshold-kb` (the section's default when not given).
 """
 
 from __future__ import annotations
@@ -34,16 +36,23 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from gmm_volunteer.testbed.section import Testbed
 
-def measure(names, batch_sizes, repetitions: int, seed: int = 0, cold: bool = False) -> dict:
+MMAP_KB = Testbed().mmap_threshold_kb  # a testbed node's heap setting, by default
+
+
+def measure(names, batch_sizes, repetitions: int, seed: int = 0, cold: bool = False, mmap_kb: int = 0) -> dict:
     """{name: {batch size: mean CPU-s}} of `run_batch` with one intra-op thread.
 
     Warm (the default, as the collector measures): each batch repeated back to back on
     the same session. `cold`: every session held at once and the types taken in rotation,
     the heap trimmed before each batch, as a testbed node meets a batch after batches of
-    other models (`testbed.sessions: fit` trims after each batch)."""
+    other models (`testbed.sessions: fit` trims after each batch). `mmap_kb`: glibc's
+    fixed mmap threshold, as a testbed node sets it (`testbed.mmap_threshold_kb`; 0: the
+    dynamic one)."""
     from gmm_volunteer.fitting.collect import models
 
+    models.fix_mmap_threshold(mmap_kb)
     g = np.random.default_rng(seed)
     cpu: dict = {name: {n: [] for n in batch_sizes} for name in names}
 
@@ -92,7 +101,8 @@ def _measure_limited(limits, names, sizes, repetitions: int, cold: bool = False)
             with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=lw.initializer,
                                         initargs=lw.initargs) as ex:
                 try:
-                    out.update(ex.submit(measure, group, sizes, repetitions, 0, cold).result())
+                    out.update(ex.submit(measure, group, sizes, repetitions, 0, cold,
+                                         limits.mmap_threshold_kb).result())
                 except BrokenProcessPool:
                     rep = lw.report()
                     skipped.update({name: f"its process was killed ({rep['oom_kills']} OOM kill(s), peak "
@@ -108,10 +118,12 @@ class TypesError(ValueError):
 
 
 def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions: int = 3, limits=None,
-              cold: bool = False, types: list[str] | None = None) -> Path:
+              cold: bool = False, types: list[str] | None = None, mmap_kb: int = 0) -> Path:
     """Measure and write the bundle; `types` (None: every type) limits the measurement to
     some subtask types (a case's catalogue: with --cold one process holds every measured
-    type's session, which a small node's memory may not), the others keep their work."""
+    type's session, which a small node's memory may not), the others keep their work.
+    `mmap_kb`: glibc's fixed mmap threshold of the measuring process (0: dynamic); inside
+    `limits` the node's own (`NodeLimits.mmap_threshold_kb`)."""
     from gmm_volunteer.io.bundle import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
@@ -123,7 +135,9 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
                              f"({', '.join(names)})")
         names = [n for n in names if n in types]
     sizes = sorted({n for s in data["subtask_types"] for n in s["work"]["batch_sizes"] if n <= max_batch})
-    measured, skipped = ((measure(names, sizes, repetitions, cold=cold), {}) if limits is None
+    if limits is not None:
+        mmap_kb = limits.mmap_threshold_kb
+    measured, skipped = ((measure(names, sizes, repetitions, cold=cold, mmap_kb=mmap_kb), {}) if limits is None
                          else _measure_limited(limits, names, sizes, repetitions, cold))
     for name, why in skipped.items():
         print(f"{name}\tnot measured: {why}; the bundle's work is kept", file=sys.stderr)
@@ -149,6 +163,7 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
                           f"thread on {cpu} by gmm_volunteer.testbed.calibrate (batch sizes up to {max_batch}, "
                           f"{repetitions} repetitions"
                           + (", cold: types in rotation, heap trimmed before each batch" if cold else "")
+                          + (f", glibc's mmap threshold fixed at {mmap_kb} KB" if mmap_kb else "")
                           + f"){where}"
                           + (f"; not measured there, as in {bundle_dir}: {', '.join(skipped)}" if skipped else "")
                           + (f"; only {', '.join(names)} measured, the others as in {bundle_dir}"
@@ -171,7 +186,18 @@ def main(argv=None) -> int:
                    help="with --testbed: a user device (default) or the server")
     p.add_argument("--types", metavar="NAME,NAME", default=None,
                    help="measure only these subtask types (e.g. a case's catalogue); the others keep the bundle's work")
+    p.add_argument("--mmap-threshold-kb", type=int, default=None, metavar="KB",
+                   help="glibc's fixed mmap threshold while measuring, as a testbed node sets it "
+                        f"(testbed.mmap_threshold_kb; default: the config's with --testbed, else {MMAP_KB}; 0: dynamic)")
     args = p.parse_args(argv)
+    if args.mmap_threshold_kb is not None and not 0 <= args.mmap_threshold_kb <= 32768:
+        print(f"calibrate: --mmap-threshold-kb {args.mmap_threshold_kb}: must be 0 to 32768", file=sys.stderr)
+        return 2
+    if args.mmap_threshold_kb is not None and args.testbed is not None:
+        print("calibrate: --mmap-threshold-kb with --testbed: set testbed.mmap_threshold_kb in the config",
+              file=sys.stderr)
+        return 2
+    mmap_kb = MMAP_KB if args.mmap_threshold_kb is None else args.mmap_threshold_kb
     types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types is not None else None
     if types is not None and not types:
         print("calibrate: --types names no subtask type", file=sys.stderr)
@@ -191,7 +217,7 @@ def main(argv=None) -> int:
     from gmm_volunteer.testbed.isolation import IsolationError
 
     try:
-        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits, args.cold, types))
+        print(calibrate(args.bundle, args.out, args.max_batch, args.repetitions, limits, args.cold, types, mmap_kb))
     except TypesError as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 2

@@ -56,21 +56,41 @@ def resident_mb() -> float:
         return int(f.read().split()[1]) * PAGE / 1e6
 
 
-def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool, log: list | None = None):
+def peak_resident_mb(reset: bool = False) -> float | None:
+    """This process's peak resident memory, MB (`VmHWM`), then with `reset` the peak set
+    back to what it holds now (/proc/self/clear_refs); None where /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        if reset:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+    except (OSError, StopIteration, ValueError):
+        return None
+    return kb * 1024 / 1e6
+
+
+def timed_batch(run_batch, name: str, session, blobs: list, per_thread: bool, log: list | None = None,
+                peak: bool = False):
     """Run one batch; return (results, CPU-s it took). With one intra-op thread ONNX
     Runtime computes on the calling thread, so that thread's CPU time is the batch's even
     while other batches run; otherwise the process's (batches then run one at a time).
     `log` gets [type, batch size, CPU-s counted, the calling thread's CPU-s, wall s, start
-    on the machine's monotonic clock in s], so a run shows what each batch cost beside
-    what the bundle says, and how long its node was idle before it (docs/testbed.md). The
-    monotonic clock is the machine's, one for every process of a run."""
+    on the machine's monotonic clock in s, the process's peak resident MB while it ran],
+    so a run shows what each batch cost beside what the bundle says, and how long its
+    node was idle before it (docs/testbed.md). The monotonic clock is the machine's, one
+    for every process of a run. The peak is the batch's own only when it runs alone
+    (`peak`, a node running one batch at a time); else None."""
     clock = time.thread_time if per_thread else time.process_time
+    if peak:
+        peak_resident_mb(reset=True)
     c0, t0, w0 = clock(), time.thread_time(), time.monotonic()
     out = run_batch(name, session, blobs)
     cpu = clock() - c0
     if log is not None:
+        top = peak_resident_mb() if peak else None
         log.append([name, len(blobs), round(cpu, 5), round(time.thread_time() - t0, 5),
-                    round(time.monotonic() - w0, 4), round(w0, 4)])
+                    round(time.monotonic() - w0, 4), round(w0, 4), None if top is None else round(top, 1)])
     return out, cpu
 
 
@@ -94,6 +114,7 @@ class Device:
         slots = node_slots(spec)
         self.exec_lock = asyncio.Semaphore(slots)
         self.per_thread = slots > 1 and spec["volunteer_threads"] == 1
+        self.alone = slots == 1  # a batch's peak memory is its own (timed_batch)
         self.pool = ThreadPoolExecutor(slots)
         self.tasks: set[asyncio.Task] = set()
         self.issued: list[list[int]] = []  # rid, start, outcome seen (-1: none), end
@@ -101,6 +122,7 @@ class Device:
         from gmm_volunteer.fitting.collect import models
 
         self.models = models  # imports onnxruntime and cv2 now, before step 0
+        models.fix_mmap_threshold(spec.get("mmap_threshold_kb", 0))  # before any session
 
     # ---- plumbing ---------------------------------------------------------------------
     def spawn(self, coro) -> asyncio.Task:
@@ -195,7 +217,8 @@ class Device:
             self.in_use[name] = self.in_use.get(name, 0) + 1
             session = self._session(name, mem_mb)
         try:
-            return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread, self.batches)
+            return timed_batch(self.models.run_batch, name, session, blobs, self.per_thread, self.batches,
+                               peak=self.alone)
         finally:
             with self.session_lock:
                 self.in_use[name] -= 1

@@ -45,6 +45,7 @@ class NodeLimits:
     threads: int            # ONNX Runtime intra-op threads the testbed gives the node
     link_delay_ms: float    # one-way delay of a user's link
     shaped: bool            # True: a veth link shaped with tc (user devices only)
+    mmap_threshold_kb: int = 0  # glibc's fixed mmap threshold in the node's processes (0: dynamic)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,17 +76,21 @@ def node_limits(config: str | os.PathLike, node: str = "user", overrides=()) -> 
     return NodeLimits(config=str(config), node=node, cpu_pct=float(m[CPU]), memory_mb=float(m[MEMORY]),
                       band_in_mbps=float(m[BAND_IN]), band_out_mbps=float(m[BAND_OUT]),
                       storage_mb=float(m[STORAGE]), threads=int(threads),
-                      link_delay_ms=float(tb.link_delay_ms), shaped=node == "user")
+                      link_delay_ms=float(tb.link_delay_ms), shaped=node == "user",
+                      mmap_threshold_kb=int(tb.mmap_threshold_kb))
 
 
-def _enter(cgroup, netns: str | None) -> None:
+def _enter(cgroup, netns: str | None, mmap_threshold_kb: int = 0) -> None:
     """Initializer of the measured worker (runs in it before anything else): join the
-    node's cgroup and, for a user device, its link's network namespace."""
+    node's cgroup and, for a user device, its link's network namespace, and take the
+    node's heap settings (`testbed.mmap_threshold_kb`), as the testbed's processes do."""
+    from gmm_volunteer.fitting.collect.models import fix_mmap_threshold
     from gmm_volunteer.testbed.isolation import enter_netns
 
     cgroup.join(os.getpid())
     if netns is not None:
         enter_netns(netns)
+    fix_mmap_threshold(mmap_threshold_kb)
 
 
 class LimitedWorker:
@@ -137,7 +142,7 @@ class LimitedWorker:
 
     @property
     def initargs(self) -> tuple:
-        return (self.cg, self.link.ns if self.link is not None else None)
+        return (self.cg, self.link.ns if self.link is not None else None, self.limits.mmap_threshold_kb)
 
     def stop_workers(self) -> None:
         """Kill whatever runs in the cgroup (the measured worker), so that a collection

@@ -59,7 +59,7 @@ def _spec(cfg, tb, entropy: int, server_max, user_max) -> dict:
         "scheduler": cfg.scheduler, "server_max": server_max.tolist(), "user_max": user_max.tolist(),
         "server_threads": threads, "volunteer_threads": max(1, int(user_max[CPU] // 100)),
         "inputs_per_type": tb.inputs_per_type, "execution": mode, "concurrency": k,
-        "sessions": tb.sessions,
+        "sessions": tb.sessions, "mmap_threshold_kb": tb.mmap_threshold_kb,
         "draws": tb.draws,
         **(keyed_spec(cfg, entropy) if tb.draws == "keyed" else {}),
         "max_downloads_per_node": int(cfg.scheduler_options.get("max_downloads_per_node", 1)),

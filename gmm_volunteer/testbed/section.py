@@ -53,5 +53,11 @@ class Testbed(BaseModel):
     # the simulator's run of the same seed see the same users and `testbed.compare` can
     # pair them; "own", streams of the testbed's own (the runs before 0.8.5).
     draws: Literal["keyed", "own"] = "keyed"
+    # glibc's mmap threshold in every node process, KB: a buffer at least this large gets
+    # a mapping of its own, returned whole when freed, and the threshold stays fixed; 0:
+    # glibc's dynamic threshold (the runs before 0.8.8), which rises to each large buffer
+    # freed, so that a batch's next tensors come from the heap and its peak rises above
+    # what it holds live, past its memory estimate (docs/testbed.md, "Memory").
+    mmap_threshold_kb: int = Field(4096, ge=0, le=32768)
     # Where models, inputs and logs of the run go; null: a fresh temporary directory.
     workdir: str | None = None

@@ -42,6 +42,7 @@ class Server:
         from gmm_volunteer.io.bundle import load_bundle
 
         self.workdir, self.spec = workdir, spec
+        models.fix_mmap_threshold(spec.get("mmap_threshold_kb", 0))  # before any session (docs/testbed.md)
         self.bundle = load_bundle(spec["model"])
         seq = np.random.SeedSequence(spec["entropy"]).spawn(spec["users"] + 1)[0]
         g_sched, g_inputs = (np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(2))
@@ -138,7 +139,7 @@ class Server:
         blobs = [self.inputs[name][s.rid % len(self.inputs[name])] for s in live]
         loop = asyncio.get_running_loop()
         _, cpu = await loop.run_in_executor(self.pool, timed_batch, self.run_batch, name, self.sessions[name],
-                                            blobs, self.per_thread, self.batches)
+                                            blobs, self.per_thread, self.batches, self.slots == 1)
         t = self.now()
         self.work[t, 0] += cpu
         for s in live:

@@ -274,6 +274,26 @@ def trim_heap() -> None:
         pass
 
 
+M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+
+
+def fix_mmap_threshold(kb: int) -> bool:
+    """Make glibc map every buffer of at least `kb` KB on its own and return it whole
+    when freed, with the threshold fixed (`mallopt(M_MMAP_THRESHOLD)` turns glibc's
+    dynamic threshold off). With the dynamic one, once a tensor of a batch is freed the
+    threshold rises to its size (up to 32 MB), the next ones come from the heap, and the
+    batch peaks above what it holds live (docs/testbed.md, "Memory"). `kb` 0 leaves
+    glibc's default; False when this is not glibc or it refused."""
+    if kb <= 0:
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, int(kb) * 1024))
+    except (OSError, AttributeError):
+        return False
+
+
 def run_batch(name: str, session, blobs: list[bytes]) -> list[bytes]:
     x = preprocess(name, blobs)
     out = session.run(None, {session.get_inputs()[0].name: x})[0]
