@@ -371,3 +371,52 @@ def test_work_scale_is_the_bundle_with_its_work_scaled(tmp_path):
     for bad in ({"work_scale": 0.0}, {"work_scale": 2.0, "progress": "paper"}):
         with pytest.raises((ConfigError, ValueError), match="work_scale"):
             config_from_dict({"execution": bad})
+
+
+def test_a_volunteers_own_cpu_slows_its_executions_by_its_share(tmp_path):
+    """`execution.volunteer_overhead_cpu` (D31) takes o % of a core from every user's CPU
+    allocation while its batches execute. With dedicated allocations of one core, work
+    demanding one core, transfers of 1e-6 MB and carry_over (as in the tests above), o = 50
+    halves a volunteer's CPU: a request takes ceil(X) steps with X ~ Exp(mu) on the server
+    (its CPU untouched) and Exp(2 mu) on a volunteer, mean f / p_v + (1 - f) / p (within
+    4.5 SE, SE = sample sd / sqrt(n)); at o = 0 the mean is 1 / p, many SEs away. An
+    overhead of the whole allocation stops every volunteer's execution. 300 users thinking
+    200 s on average keep each node busy about 1 % of the time, so that two batches rarely
+    share a node (the closed form is for one). Under `progress: paper` a non-zero overhead
+    is refused, naming the key."""
+    from gmm_volunteer.model.config import ConfigError
+
+    mu = 2.0
+    path = tmp_path / "own"
+    write_bundle(queueing_bundle(mean_work_s=mu, demand_pct=100.0), path)
+
+    def run(overhead):
+        cfg = config_from_dict({
+            "steps": 3000, "seed": 3, "scheduler": "uniform", "model": str(path),
+            "users": {"count": 300, "capacity": 1.0, "initial_data": "filled", "allocation": "dedicated"},
+            "server": {"capacity": 1000.0}, "base_profile": {"cpu": 100.0},
+            "availability": {"online": LONG, "offline": {"dist": "exponential", "mean": 10.0}},
+            "requests": {"think_time": {"dist": "exponential", "mean": 200.0}, "patience": LONG,
+                         "type_probabilities": [1.0]},
+            "execution": {"batching": False, "phase_changes": "carry_over", "volunteer_overhead_cpu": overhead}})
+        return Simulation(cfg).run(progress=False)
+
+    p, p_v = 1.0 - math.exp(-1.0 / mu), 1.0 - math.exp(-1.0 / (2.0 * mu))
+    for overhead in (0.0, 50.0):
+        rec = run(overhead)
+        completed = rec.subtask_events[:, :, 1].sum(axis=0)
+        f = completed[1] / completed.sum()
+        assert f > 0.9
+        lat = (rec.request_end - rec.request_start)[rec.request_outcome == 0]
+        n = lat.size
+        assert n > 1500
+        se = 4.5 * lat.std() / math.sqrt(n)
+        expected = f / p_v + (1.0 - f) / p if overhead else 1.0 / p
+        assert abs(lat.mean() - expected) < se, (overhead, lat.mean(), expected)
+        if overhead:
+            assert abs(lat.mean() - 1.0 / p) > se
+    whole = run(100.0)
+    assert whole.subtask_events[:, 1, 1].sum() == 0  # no volunteer completes anything
+    assert whole.subtask_events[:, 0, 1].sum() > 0  # the server does
+    with pytest.raises((ConfigError, ValueError), match="volunteer_overhead_cpu"):
+        config_from_dict({"execution": {"volunteer_overhead_cpu": 5.0, "progress": "paper"}})

@@ -498,6 +498,11 @@ class Execution(_Section):
     # CPU sets it to that run's measured cost over the bundle's (testbed.compare
     # --speed-reference); the testbed itself runs on whatever CPU it has.
     work_scale: float = Field(1.0, gt=0.0, le=1000.0)
+    # CPU a volunteer's own process takes outside its executions, % of a core (docs/model.md
+    # D31): the runtime around its batches (fetching inputs, posting results, polling,
+    # trimming its heap), taken from each user's CPU allocation while it executes; 0 = none,
+    # the paper's model. Measured on a testbed's runs (testbed.compare's mechanisms table).
+    volunteer_overhead_cpu: float = Field(0.0, ge=0.0, le=MAX_PROFILE)
 
     @model_validator(mode="after")
     def _paper_steps(self):
@@ -512,6 +517,10 @@ class Execution(_Section):
         if self.progress == "paper" and self.work_scale != 1.0:
             raise ValueError(f"work_scale: {self.work_scale} needs progress: work (under progress: paper a "
                              "phase ends by its hazard draw and its work is not read; docs/model.md D30)")
+        if self.progress == "paper" and self.volunteer_overhead_cpu != 0.0:
+            raise ValueError(f"volunteer_overhead_cpu: {self.volunteer_overhead_cpu} needs progress: work "
+                             "(under progress: paper a phase ends by its hazard draw whatever CPU it is "
+                             "granted; docs/model.md D31)")
         if self.concurrency != 1 and self.discipline != "fifo":
             raise ValueError(f"concurrency: {self.concurrency} needs discipline: fifo (under "
                              "discipline: shared every executing batch runs at once; docs/model.md D28)")

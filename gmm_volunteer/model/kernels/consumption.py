@@ -93,6 +93,16 @@ def _share_time_one(u, d, capacity, demand):
 
 
 @kernel
+def batch_cpu(S, P, v):
+    """The CPU node v's batches may use in a step: its allocation, a user's less what
+    its own process takes outside executions (`execution.volunteer_overhead_cpu`, D31;
+    0 subtracts nothing)."""
+    if v == 0:
+        return S.alloc[0, CPU]
+    return max(S.alloc[v, CPU] - P.vol_overhead, 0.0)
+
+
+@kernel
 def cpu_share_time(S, P, v, capacity, demand):
     """Virtual time of node v's CPU in this step under proportional, work-conserving
     sharing: every CPU consumer on v progresses at phi * its demand, phi = min(1,
@@ -324,7 +334,7 @@ def step_consumption(S, P, t):
         for f, r in ((0, BAND_IN), (1, BAND_OUT)):
             c = nd_cons[v, r]
             nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
-        cap, dem = alloc[v, CPU], nd_cons[v, CPU]
+        cap, dem = batch_cpu(S, P, v), nd_cons[v, CPU]
         if fifo:
             nd_fac[v, 2] = fifo_share_time(S, P, v, cap, dem)
         else:
@@ -494,7 +504,7 @@ def carry_phases(S, P, b, t):
             return
         v, ph = S.b_node[b], S.b_phase[b]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
-        rate = min(_mean_ask(S, P, b, r), S.alloc[v, r] - S.nd_cons[v, r])
+        rate = min(_mean_ask(S, P, b, r), (batch_cpu(S, P, v) if r == CPU else S.alloc[v, r]) - S.nd_cons[v, r])
         if v > 0 and r == BAND_IN:  # users' downloads come from the server's outbound link
             rate = min(rate, S.alloc[0, BAND_OUT] - S.ser_scons[t, BAND_OUT])
         elif v > 0 and r == BAND_OUT:  # and their uploads go to its inbound link
