@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gmm_volunteer.fitting.collect.models import fix_mmap_threshold
-from gmm_volunteer.testbed.section import Testbed
+from gmm_volunteer.testbed import section
 
 # Allocates and frees a 24 MB buffer twice, then prints what the process holds above
 # where it started, MB. The first buffer is mapped (above the initial 128 KB threshold);
@@ -47,7 +47,7 @@ def _held(kb: int) -> tuple[str, float]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_a_fixed_threshold_returns_a_freed_batch_buffer_and_the_dynamic_one_keeps_it():
-    ok, fixed = _held(Testbed().mmap_threshold_kb)
+    ok, fixed = _held(section.Testbed().mmap_threshold_kb)
     assert ok == "True"
     assert fixed < 2.0, fixed  # 24 MB touched and freed twice: nothing of it stays
     ok, dynamic = _held(0)

@@ -111,3 +111,38 @@ def test_batches_speed_reference_names_a_store_without_its_speed_file(tmp_path, 
     _sidecar(speed.sidecar(store), {("ppocr_cls", 1): 0.5})
     assert main([*argv, str(tmp_path / "out2")]) == 0
     assert (tmp_path / "out2" / "bundle.yaml").exists()
+
+
+def test_measure_runs_the_cold_calibration_and_names_it_in_the_file(tmp_path):
+    """`gmmv testbed --speed` takes what `calibrate --cold` prints, with the node's heap
+    setting, under a comment naming the command; a failed or empty measurement is a
+    SpeedError, not a speed file."""
+    from types import SimpleNamespace
+
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return SimpleNamespace(returncode=0, stderr="ppocr_det\t1\t0.2411\nresnet50\t5\t0.45\n", stdout="")
+
+    text = speed.measure(REFERENCE, 4096, run=run)
+    cmd = seen[0]
+    assert cmd[1:4] == ["-m", "gmm_volunteer.testbed.calibrate", str(REFERENCE)]
+    assert cmd[-3:] == ["--cold", "--mmap-threshold-kb", "4096"]
+    assert not Path(cmd[4]).parent.exists()  # the calibrated bundle went to a removed directory
+    assert text.startswith("# python -m gmm_volunteer.testbed.calibrate")
+    assert speed.parse(text, "x") == [("ppocr_det", 1, 0.2411), ("resnet50", 5, 0.45)]
+    with pytest.raises(speed.SpeedError, match="exit 1"):
+        speed.measure(REFERENCE, 0, run=lambda cmd, **kw: SimpleNamespace(returncode=1, stderr="boom", stdout=""))
+    with pytest.raises(speed.SpeedError, match="no measurement"):
+        speed.measure(REFERENCE, 0, run=lambda cmd, **kw: SimpleNamespace(returncode=0, stderr="", stdout=""))
+
+
+def test_testbed_speed_refuses_an_existing_speed_file_before_anything_runs(tmp_path, capsys):
+    from gmm_volunteer.cli.commands import main
+
+    side = tmp_path / "run.speed.txt"
+    side.write_text("mine\n")
+    assert main(["testbed", str(CONFIG), "--speed", "-o", str(tmp_path / "run.zarr")]) == 2
+    assert f"{side} exists" in capsys.readouterr().err
+    assert side.read_text() == "mine\n" and not (tmp_path / "run.zarr").exists()

@@ -23,6 +23,13 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
     out = prepare_store_output(args, cfg, "testbed")
+    side = None
+    if args.speed:
+        from gmm_volunteer.testbed.speed import SpeedError, measure, sidecar
+
+        side = sidecar(out)
+        if side.exists() and not args.force:
+            raise CommandError(f"--speed: {side} exists; --force replaces it with the store")
 
     from gmm_volunteer.testbed.isolation import IsolationError
     from gmm_volunteer.testbed.run import TestbedError, run_testbed
@@ -33,6 +40,15 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
         if not args.quiet and ((t + 1) % every == 0 or t + 1 == cfg.steps):
             print(f"gmmv testbed: step {t + 1}/{cfg.steps}", file=sys.stderr, flush=True)
 
+    speed_text = None
+    if side is not None:
+        if not args.quiet:
+            print("gmmv testbed: measuring the machine's speed (cold batches of every type, about half a "
+                  "minute)", file=sys.stderr, flush=True)
+        try:
+            speed_text = measure(cfg.model, tb.mmap_threshold_kb)
+        except SpeedError as exc:
+            raise CommandError(f"--speed: {exc}", code=EXIT_FAILURE) from None
     if not args.quiet:
         print(f"gmmv testbed: starting {cfg.users.count} volunteers and the server "
               f"({cfg.scheduler}, {cfg.steps} steps of 1 s)", file=sys.stderr, flush=True)
@@ -42,6 +58,9 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
         raise CommandError(f"{exc}", code=EXIT_FAILURE) from None
     write_result(record, out, overwrite=args.force)
     print(f"wrote {out}")
+    if speed_text is not None:
+        side.write_text(speed_text)
+        print(f"wrote {side}")
     return EXIT_OK
 
 
@@ -62,5 +81,9 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="OUT",
                    help="result store path (default: output.path, else results/<config stem>.zarr)")
     p.add_argument("--force", action="store_true", help="replace an existing result store")
+    p.add_argument("--speed", action="store_true",
+                   help="measure the machine's speed right before the run (cold batches, as "
+                        "`testbed.calibrate --cold`) and write it beside the store as STORE.speed.txt, "
+                        "for `testbed.compare --speed-reference` (docs/testbed.md)")
     add_output_flags(p, "no progress lines")
     p.set_defaults(func=_cmd_testbed)

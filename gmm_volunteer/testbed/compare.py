@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gmm_volunteer.model.constants import CPU, OUTCOMES
-from gmm_volunteer.testbed import speed, verdict
+from gmm_volunteer.testbed import report, speed, verdict
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -193,11 +193,6 @@ def _headline_row(case: str, role: str, tb: dict, sim: dict, dropped: list[str],
         [verdict.row_verdict(j["verdict"] for j in judged.values())]
 
 
-def _setting(text: str) -> list[str]:
-    """The overrides of a setting "KEY=VALUE;KEY=VALUE" ('' for none)."""
-    return [o.strip() for o in text.split(";") if o.strip()]
-
-
 def _case_means(tb_ds, config: Path, sim_seeds: int, overrides, from_step: int) -> tuple[dict, dict]:
     """The testbed's and the simulator's mean of each headline measure for one case."""
     sim_ds = _simulate(config, range(1000, 1000 + sim_seeds), overrides)
@@ -222,7 +217,7 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
             if not runs[config]:
                 continue
             tb, sim = _case_means(runs[config], config, sim_seeds,
-                                  _scaled([*sim_overrides, *_setting(cand)], speeds.get(config.stem)), from_step)
+                                  _scaled([*sim_overrides, *report.setting(cand)], speeds.get(config.stem)), from_step)
             errs.append([abs(sim[k] - tb[k]) / abs(tb[k]) for k in tb])
         score = float(np.mean(errs)) if errs else float("inf")
         scores.append(score)
@@ -233,7 +228,7 @@ def calibrate(results: Path, configs: list[Path], calibration: list[str], candid
         row.append("kept" if r == best else "")
     head = ["candidate"] + [f"{c.stem}: abs. error of completed / mean / P99" for c in cases] + \
         ["mean abs. error", "chosen"]
-    return _setting(candidates[best]), _markdown(head, rows)
+    return report.setting(candidates[best]), report.markdown(head, rows)
 
 
 def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds: int, sim_overrides=(),
@@ -250,13 +245,13 @@ def variants(results: Path, configs: list[Path], settings: list[str], sim_seeds:
             if not runs[config]:
                 continue
             tb, sim = _case_means(runs[config], config, sim_seeds,
-                                  _scaled([*sim_overrides, *_setting(setting)], speeds.get(config.stem)), from_step)
+                                  _scaled([*sim_overrides, *report.setting(setting)], speeds.get(config.stem)), from_step)
             cells = [f"{tb[k]:.1f} / {sim[k]:.1f}" + (f" ({(sim[k] - tb[k]) / tb[k] * 100:+.0f} %)" if tb[k] else "")
                      for k in tb]
             rows.append([setting or "(as set)", config.stem, f"{len(runs[config])} / {sim_seeds}"] + cells)
     head = ["setting", "case", "runs (testbed / sim)"] + [f"{k}: testbed / sim (error)" for k in
                                                           ("completed per run", "mean latency (s)", "P99 (s)")]
-    return _markdown(head, rows)
+    return report.markdown(head, rows)
 
 
 def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Path | None = None,
@@ -304,18 +299,22 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
             mech_rows.append([config.stem] + _mechanisms(tb_ds, sim_ds))
     head = ["case", "runs (testbed / sim)"] + [f"{o} per run" for o in OUTCOMES] + \
         ["mean latency (s)", "P50 (s)", "P95 (s)", "P99 (s)", "server CPU (%)"]
-    table = _markdown(head, rows)
-    type_table = _markdown(["case", "request type", "completed (testbed / sim, same runs)",
-                            "mean latency (s)", "P99 (s)"], type_rows)
-    mech_table = _markdown(["case", "subtasks on volunteers (%)", "server CPU-s per subtask",
-                            "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
-                            "volunteer CPU-s outside executions per run", "quota throttling per volunteer (s)"],
-                           mech_rows)
-    headline = _markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
-                         + [f"{k}: testbed ± 95 % / sim (error, verdict; target {t * 100:.0f} %)"
-                            for k, t in verdict.TARGETS.items()] + ["case verdict"], head_rows)
+    table = report.markdown(head, rows)
+    type_table = report.markdown(["case", "request type", "completed (testbed / sim, same runs)",
+                                  "mean latency (s)", "P99 (s)"], type_rows)
+    mech_table = report.markdown(["case", "subtasks on volunteers (%)", "server CPU-s per subtask",
+                                  "volunteer CPU-s per subtask", "server CPU-s outside executions per step",
+                                  "volunteer CPU-s outside executions per run",
+                                  "volunteer CPU outside executions per online volunteer-second (% of a core; "
+                                  "mean [min, max] over runs)",
+                                  "the same per executing volunteer-second (% of a core; mean [min, max])",
+                                  "quota throttling per volunteer (s)"],
+                                 mech_rows)
+    headline = report.markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
+                               + [f"{k}: testbed ± 95 % / sim (error, verdict; target {t * 100:.0f} %)"
+                                  for k, t in verdict.TARGETS.items()] + ["case verdict"], head_rows)
     if figure is not None and curves:
-        _figure(curves, figure)
+        report.figure(curves, figure)
     return headline, table, type_table, mech_table
 
 
@@ -323,7 +322,10 @@ def _mechanisms(tb_ds, sim_ds) -> list[str]:
     """Where the time goes: the share of subtasks on volunteers, the CPU an execution
     took (measured around the ONNX Runtime call; the simulator's drawn work), and, in the
     testbed only, the CPU its processes used outside executions (HTTP, polling, session
-    loading) and how long the quotas throttled the volunteers."""
+    loading), the volunteers' also per online volunteer-second (what
+    `execution.volunteer_overhead_cpu` reads, docs/model.md D31) and per second a
+    volunteer executed (the wall time of its batches), and how long the quotas throttled
+    the volunteers."""
     def per(ds_list, fn):
         return np.array([fn(d) for d in ds_list], float)
 
@@ -352,105 +354,21 @@ def _mechanisms(tb_ds, sim_ds) -> list[str]:
     steps = tb_ds[0].sizes["time"]
     out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 0))) / steps:.3f}")
     out.append(f"{np.mean(per(tb_ds, lambda d: outside(d, 1))):.1f}")
+
+    def online_share(d):  # % of a core per online volunteer-second (docs/model.md D31)
+        online = float(d["online_users"].sum())
+        return 100 * outside(d, 1) / online if online else np.nan
+
+    def executing_share(d):  # the same per second a volunteer executed (its batches' wall time)
+        busy = sum(r[4] for dev in json.loads(d.attrs["testbed"]).get("batches", {}).get("devices", []) for r in dev)
+        return 100 * outside(d, 1) / busy if busy else np.nan
+
+    for fn in (online_share, executing_share):
+        shares = per(tb_ds, fn)
+        out.append("nan" if np.isnan(shares).all() else
+                   f"{np.nanmean(shares):.2f} [{np.nanmin(shares):.2f}, {np.nanmax(shares):.2f}]")
     out.append(f"{np.mean(per(tb_ds, throttled)):.1f}")
     return out
-
-
-def _markdown(head, rows) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _figure(curves, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(curves)
-    cols = 3
-    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(4 * cols, 3.2 * ((n + cols - 1) // cols)),
-                             squeeze=False)
-    for ax, (name, tb, sim) in zip(axes.flat, curves):
-        for lat, label, style in ((tb, "testbed", "-"), (sim, "simulator", "--")):
-            if lat.size:
-                x = np.sort(lat)
-                ax.step(x, np.arange(1, x.size + 1) / x.size, style, where="post", label=f"{label} ({x.size})")
-        ax.set_title(name)
-        ax.set_xlabel("latency of completed requests (s)")
-        ax.set_ylabel("fraction")
-        ax.legend(fontsize=8)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-
-
-NOTES = {
-    "": "Cells: the testbed's mean over its runs ± the half-width of its 95 % t interval / the simulator's "
-        "mean (error = (sim - testbed) / testbed; within target, outside, or cannot decide where the "
-        "interval is wider than the target, with the runs its spread would need); per-run values "
-        "(completions, the mean and the P99 of each run's completed requests). Runs in which a process was "
-        "killed for memory or lost are dropped and named. Where every run of a case drew the simulator's "
-        "users of its seed (testbed.draws: keyed), the case is judged on pairs: each testbed run beside the "
-        "simulator's run of its seed, the simulator's mean over those runs, and the error's 95 % t interval "
-        "from the pairs' differences ('± N % paired'), which decides in place of the testbed's own.",
-    "-calibration": "The held-out protocol: each candidate simulator setting on the calibration cases only; "
-                    "the one with the least mean absolute error is kept for every case.",
-}
-VARIANTS_NOTE = ("Each setting on top of the simulator's (--sim-set and the kept candidate), against every "
-                 "case's testbed runs: the testbed's mean over its runs / the simulator's (signed error). A "
-                 "setting measured on a case's own runs diagnoses a mechanism; it does not predict.")
-DEFAULT_NOTE = ("Cells: testbed [min, max over its runs] / simulator [5 %, 95 % of its runs] (error = (sim - "
-                "testbed) / testbed); latencies of completed requests pooled over the runs.")
-
-
-def _write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> None:
-    """The tables as result files, their header from what the testbed stores recorded."""
-    import shlex
-
-    from gmm_volunteer.io import resultfile
-    from gmm_volunteer.io.results import open_result
-
-    first = open_result(sorted(args.results.glob(f"{args.configs[0].stem}-seed*.zarr"))[-1])
-    attrs = first.attrs
-    command = args.made_by or "python -m gmm_volunteer.testbed.compare " + " ".join(
-        shlex.quote(a) for a in sys.argv[1:])
-    name = resultfile.bundle_name(attrs["model_bundle"])
-    bundles = {name: resultfile.recorded_digest(name, attrs["model_sha256"], Path("."))}
-    tried = [o for cand in [*args.candidate, *args.variant] for o in _setting(cand)]
-    reference = [f"model={args.speed_reference}"] if args.speed_reference is not None else []
-    for o in [*args.sim_set, *tried, *reference]:  # a bundle the simulator ran instead, or read the speed against
-        key, _, value = o.partition("=")
-        if key == "model":
-            from gmm_volunteer.io.bundle import bundle_digest, load_bundle
-
-            bundles[value] = bundle_digest(load_bundle(value))
-    stores = [p for c in args.configs for p in args.results.glob(f"{c.stem}-seed*.zarr")]
-    found = sorted({p.name.rsplit("-seed", 1)[1].removesuffix(".zarr") for p in stores}, key=lambda x: (len(x), x))
-    seeds = ", ".join(found)
-    # The simulator and this comparison ran at this package's version; the testbed runs
-    # at their stores' (a headline may gather several), which the note lists.
-    from gmm_volunteer import __version__
-    from gmm_volunteer.trajectory import TRAJECTORY_VERSION
-
-    made = sorted({str(open_result(p).attrs.get("gmmv_version", "?")) for p in stores})
-    for suffix, (table, what) in tables.items():
-        resultfile.write(
-            Path(f"{prefix}{suffix}.md"), table, command=command, bundles=bundles,
-            gmmv_version=__version__, trajectory_version=TRAJECTORY_VERSION,
-            title=f"The simulator against the live testbed, {what} (docs/validation.md section 6)",
-            note=f"testbed: the stores in {args.results} (gmmv testbed {', '.join(made)}, seeds {seeds}); simulator: "
-                 f"{args.sim_seeds} seeds from 1000 on the same configs"
-                 + (f" with {', '.join(args.sim_set)}" if args.sim_set else "") + ". "
-                 + (f"Requests that started at step {args.from_step} or later only (the CPU columns: whole "
-                    "runs). " if args.from_step else "")
-                 + (f"Each run predicted at its machine's speed: its {speed.SUFFIX} (calibrate --cold before the run) "
-                    f"over {args.speed_reference}, as execution.work_scale (docs/model.md D30). "
-                    if args.speed_reference is not None else "")
-                 + notes.get(suffix, DEFAULT_NOTE))
 
 
 def main(argv=None) -> int:
@@ -523,18 +441,18 @@ def main(argv=None) -> int:
         print(var_table)
         print()
         if args.variants_file is not None:
-            _write_results(args, {"": (var_table, "each setting's errors beside the kept one")},
-                           Path(str(args.variants_file).removesuffix(".md")), notes={"": VARIANTS_NOTE})
+            report.write_results(args, {"": (var_table, "each setting's errors beside the kept one")},
+                                 Path(str(args.variants_file).removesuffix(".md")), notes={"": report.VARIANTS_NOTE})
     headline, table, type_table, mech_table = compare(args.results, args.configs, args.sim_seeds, args.figure,
                                                       args.sim_set, calibration, args.from_step, speeds)
     if args.headline_file is not None:
         stem = str(args.headline_file).removesuffix(".md")
-        _write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},
-                       Path(stem))
+        report.write_results(args, {"": (headline, "per case: within target, outside, or cannot decide"), **tables},
+                             Path(stem))
     if args.result_files is not None:
-        _write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
-                              "-mechanisms": (mech_table, "where the time goes")}, args.result_files,
-                       notes={"": DEFAULT_NOTE})
+        report.write_results(args, {"": (table, "per case"), "-types": (type_table, "per request type"),
+                                    "-mechanisms": (mech_table, "where the time goes")}, args.result_files,
+                             notes={"": report.DEFAULT_NOTE})
     print(headline)
     print()
     print(table)

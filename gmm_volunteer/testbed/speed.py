@@ -8,12 +8,17 @@ measurements `python -m gmm_volunteer.testbed.calibrate BUNDLE OUT --cold` print
 before the run (lines `type<TAB>batch size<TAB>CPU-s`; `#` starts a comment), each over
 the reference bundle's work at the same type and size, their geometric mean. The
 simulator predicts that run with `execution.work_scale` at that speed
-(`testbed.compare --speed-reference BUNDLE`).
+(`testbed.compare --speed-reference BUNDLE`). `gmmv testbed ... --speed` makes the
+measurement itself right before the run and writes the sidecar with the store (`measure`).
 """
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,18 +40,23 @@ def read(path: Path) -> list[tuple[str, int, float]]:
     if not path.is_file():
         raise SpeedError(f"{path}: no speed file (the cold measurements printed by "
                          "`python -m gmm_volunteer.testbed.calibrate BUNDLE OUT --cold` before the run)")
+    return parse(path.read_text(), str(path))
+
+
+def parse(text: str, where: str) -> list[tuple[str, int, float]]:
+    """The measurements of a speed file's `text`; errors name `where` and the line."""
     rows = []
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
+    for i, line in enumerate(text.splitlines(), 1):
+        body = line.split("#", 1)[0].strip()
+        if not body:
             continue
-        parts = text.split()
+        parts = body.split()
         try:
             name, size, cpu = parts[0], int(parts[1]), float(parts[2])
         except (IndexError, ValueError):
-            raise SpeedError(f"{path}:{i}: expected 'type batch-size CPU-s', got {line.strip()!r}") from None
+            raise SpeedError(f"{where}:{i}: expected 'type batch-size CPU-s', got {line.strip()!r}") from None
         if len(parts) != 3 or size < 1 or not (cpu > 0 and math.isfinite(cpu)):
-            raise SpeedError(f"{path}:{i}: expected 'type batch-size CPU-s' with a size >= 1 and a CPU-s > 0, "
+            raise SpeedError(f"{where}:{i}: expected 'type batch-size CPU-s' with a size >= 1 and a CPU-s > 0, "
                              f"got {line.strip()!r}")
         rows.append((name, size, cpu))
     return rows
@@ -85,3 +95,25 @@ def store_speeds(stores: list[Path], reference: dict[str, np.ndarray]) -> list[f
 def work_scale(speeds) -> str:
     """The simulator's override for runs at these speeds (their geometric mean; D30)."""
     return f"execution.work_scale={geometric_mean(speeds):.4f}"
+
+
+def measure(bundle_dir: str | Path, mmap_kb: int, run=subprocess.run) -> str:
+    """A speed file's text for this machine now: what `python -m
+    gmm_volunteer.testbed.calibrate BUNDLE OUT --cold --mmap-threshold-kb KB` prints, in
+    a fresh process (as the documented two-command procedure does; its bundle goes to a
+    temporary directory, removed), under a comment naming the command, time and load.
+    SpeedError when the measurement fails or prints nothing readable."""
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    with tempfile.TemporaryDirectory(prefix="gmmv-speed-") as tmp:
+        cmd = [sys.executable, "-m", "gmm_volunteer.testbed.calibrate", str(bundle_dir), str(Path(tmp) / "bundle"),
+               "--cold", "--mmap-threshold-kb", str(int(mmap_kb))]
+        out = run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SpeedError(f"the speed measurement failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
+    text = (f"# python -m gmm_volunteer.testbed.calibrate {bundle_dir} OUT --cold --mmap-threshold-kb {mmap_kb}, "
+            f"right before this run ({when}, 1-minute load {load})\n# columns: subtask type, batch size, CPU-s\n"
+            + out.stderr)
+    if not parse(text, "the speed measurement's output"):
+        raise SpeedError(f"the speed measurement printed no measurement: {out.stderr.strip()[-500:]!r}")
+    return text
