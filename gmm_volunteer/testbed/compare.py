@@ -307,7 +307,8 @@ def compare(results: Path, configs: list[Path], sim_seeds: int = 50, figure: Pat
                                   "volunteer CPU-s outside executions per run",
                                   "volunteer CPU outside executions per online volunteer-second (% of a core; "
                                   "mean [min, max] over runs)",
-                                  "the same per executing volunteer-second (% of a core; mean [min, max])",
+                                  "volunteer CPU beside its executions, inside completed work (% of a core "
+                                  "while executing; mean [min, max])",
                                   "quota throttling per volunteer (s)"],
                                  mech_rows)
     headline = report.markdown(["case", "set", "runs (testbed / sim)", "load at start (1 min); CPU"]
@@ -323,9 +324,9 @@ def _mechanisms(tb_ds, sim_ds) -> list[str]:
     took (measured around the ONNX Runtime call; the simulator's drawn work), and, in the
     testbed only, the CPU its processes used outside executions (HTTP, polling, session
     loading), the volunteers' also per online volunteer-second (what
-    `execution.volunteer_overhead_cpu` reads, docs/model.md D31) and per second a
-    volunteer executed (the wall time of its batches), and how long the quotas throttled
-    the volunteers."""
+    `execution.volunteer_overhead_cpu` reads, docs/model.md D31), the part of it taken
+    while a batch executed (inside the batch's counted CPU), and how long the quotas
+    throttled the volunteers."""
     def per(ds_list, fn):
         return np.array([fn(d) for d in ds_list], float)
 
@@ -359,11 +360,15 @@ def _mechanisms(tb_ds, sim_ds) -> list[str]:
         online = float(d["online_users"].sum())
         return 100 * outside(d, 1) / online if online else np.nan
 
-    def executing_share(d):  # the same per second a volunteer executed (its batches' wall time)
-        busy = sum(r[4] for dev in json.loads(d.attrs["testbed"]).get("batches", {}).get("devices", []) for r in dev)
-        return 100 * outside(d, 1) / busy if busy else np.nan
+    def beside_share(d):
+        """% of a core the volunteer's other threads took while a batch executed: the
+        process's CPU over the batch (what `completed_work` counts, one batch at a time)
+        less the executing thread's, over the batches' wall time."""
+        rows = [r for dev in json.loads(d.attrs["testbed"]).get("batches", {}).get("devices", []) for r in dev]
+        busy = sum(r[4] for r in rows)
+        return 100 * sum(r[2] - r[3] for r in rows) / busy if busy else np.nan
 
-    for fn in (online_share, executing_share):
+    for fn in (online_share, beside_share):
         shares = per(tb_ds, fn)
         out.append("nan" if np.isnan(shares).all() else
                    f"{np.nanmean(shares):.2f} [{np.nanmin(shares):.2f}, {np.nanmax(shares):.2f}]")
