@@ -49,12 +49,14 @@ def _mapped(kb: int) -> list[str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt and mallinfo2")
-def test_a_fixed_threshold_maps_every_large_buffer_and_the_dynamic_one_stops():
+def test_a_fixed_threshold_maps_every_large_buffer():
+    """The fixed setting maps both buffers. What glibc's dynamic threshold does with the
+    second is its own affair and not asserted: alone, in a fresh process, it came from
+    the heap here; inside the full suite on a clean clone it was mapped (2026-12-06), for
+    a reason not found. docs/results/testbed-heap.md measures what it does to a batch."""
     ok, first, second = _mapped(section.Testbed().mmap_threshold_kb)
     assert (ok, first, second) == ("True", "True", "True")  # each 24 MB buffer mapped, returned whole
-    ok, first, second = _mapped(0)
-    assert ok == "False"  # 0 leaves glibc as it is
-    assert second == "False"  # the first freed raised the threshold: the second is on the heap
+    assert _mapped(0)[0] == "False"  # 0 leaves glibc as it is
 
 
 def test_zero_leaves_glibc_alone():
