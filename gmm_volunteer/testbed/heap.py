@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
 
     fixed = Testbed().mmap_threshold_kb
     runs: dict[int, list[dict]] = {0: [], fixed: []}
-    load = Path("/proc/loadavg").read_text().split()[0]
+    load = f"{os.getloadavg()[0]:.2f}"  # as run.py records it
     for i in range(args.repetitions):
         for kb in runs:  # in turns, so that a drift of the machine meets both
             print(f"heap: repetition {i + 1}/{args.repetitions}, threshold {kb or 'dynamic'}", file=sys.stderr)

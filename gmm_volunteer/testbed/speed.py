@@ -15,6 +15,7 @@ measurement itself right before the run and writes the sidecar with the store (`
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -103,7 +104,7 @@ def measure(bundle_dir: str | Path, mmap_kb: int, run=subprocess.run) -> str:
     a fresh process (as the documented two-command procedure does; its bundle goes to a
     temporary directory, removed), under a comment naming the command, time and load.
     SpeedError when the measurement fails or prints nothing readable."""
-    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    load = f"{os.getloadavg()[0]:.2f}"  # as run.py records it
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="gmmv-speed-") as tmp:
         cmd = [sys.executable, "-m", "gmm_volunteer.testbed.calibrate", str(bundle_dir), str(Path(tmp) / "bundle"),
