@@ -7,6 +7,7 @@ target exits 3 (not 1, which means a bug)."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -108,3 +109,64 @@ def test_a_capacity_search_that_meets_no_target_exits_3(run_yaml, monkeypatch, c
     monkeypatch.setattr(capacity, "find_capacity", never_met)
     assert main(["capacity", str(run_yaml), "--p99", "10s", "-q"]) == EXIT_NOT_MET == 3
     assert "targets not met at the top of the range" in capsys.readouterr().out
+
+
+def test_help_and_the_usage_doc_list_every_exit_code(capsys):
+    """`gmmv --help` and docs/usage.md ("Exit codes") name every code `gmmv` returns."""
+    from pathlib import Path
+
+    from gmm_volunteer.cli import errors
+
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    assert codes == set(errors.EXIT_MEANINGS) == {0, 1, 2, 3, 130, 141}
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    epilog = " ".join(capsys.readouterr().out.partition("Exit codes:")[2].split())
+    for code, meaning in errors.EXIT_MEANINGS.items():
+        assert f"{code} {meaning}" in epilog, epilog
+    usage = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()
+    table = usage.partition("### Exit codes")[2].partition("###")[0]
+    assert {int(c) for c in re.findall(r"^\| ([0-9]+) \|", table, re.M)} == codes
+
+
+def test_the_usage_docs_error_examples_are_todays_messages(run_yaml, capsys):
+    """Each line of the example block of docs/usage.md, "Errors", is a line the command
+    prints today (``...`` in the doc stands for a list it shortens)."""
+    from pathlib import Path
+
+    usage = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()
+    section = usage.partition("### Errors")[2].partition("\n### ")[0]
+    block = section.partition("```text\n")[2].partition("```")[0]
+    examples = [line.strip() for line in block.splitlines() if line.strip()]
+    assert len(examples) == 3, examples
+    printed = []
+    data = yaml.safe_load(run_yaml.read_text())
+    for key, bad in (("users", {"cuont": 20, "count": 20}), ("scheduler", "unifrom")):
+        run_yaml.write_text(yaml.safe_dump({**data, key: bad}))
+        assert main(["run", "run.yaml", "-q"]) == 2
+        printed += capsys.readouterr().err.splitlines()
+    with pytest.raises(SystemExit):
+        main(["rn"])
+    printed += capsys.readouterr().err.splitlines()
+    for example in examples:
+        pattern = ".*".join(map(re.escape, example.split("...")))
+        assert any(re.fullmatch(pattern, line) for line in printed), (example, printed)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("steps: 40\n users:\n  count: 20\n", "line 2, column 7: mapping values are not allowed here (a 'key:' where"),
+    ("users:\n  count: 20\n capacity: 1\n", "line 3, column 2: expected <block end>, but found '<block mapping start>' "
+                                            "(this line is indented differently"),
+    ("users:\n\tcount: 20\n", "line 2, column 1: found character '\\t' that cannot start any token "
+                              "(indent with spaces: YAML does not allow tabs)"),
+])
+def test_a_yaml_indentation_slip_is_explained(tmp_path, text, words):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    assert f"{path}: YAML syntax error at {words}" in _error(path)
+
+
+def test_fit_errors_carry_the_error_prefix(tmp_path, capsys):
+    assert main(["fit", str(tmp_path), "-o", str(tmp_path / "bundle"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gmmv fit: error: "), err

@@ -4,8 +4,9 @@ Core subcommands live here (`run`, `summarize`); other packages add theirs throu
 ``add_subcommands(subparsers)`` function (see `EXTENSIONS`). A subcommand parser sets
 ``func=handler`` with ``handler(args) -> int``; `main` maps errors to exit codes:
 
-    0 success, 1 unexpected failure, 2 usage / config / input error, 130 interrupted,
-    141 output pipe closed by the reader.
+    0 success, 1 unexpected failure, 2 usage / config / input error, 3 targets not met
+    (`gmmv capacity`), 130 interrupted, 141 output pipe closed by the reader
+    (`gmm_volunteer.cli.errors`).
 
 Heavy modules (the engine, numba, xarray, zarr) are imported inside the handlers so
 that ``gmmv --help`` stays fast.
@@ -25,7 +26,7 @@ from pathlib import Path
 from gmm_volunteer._version import __version__
 
 from gmm_volunteer.cli.errors import (  # noqa: F401 (re-exported: gmm_volunteer.cli.commands.CommandError)
-    EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError,
+    EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_MEANINGS, EXIT_OK, EXIT_USAGE, CommandError,
 )
 
 # Modules that contribute subcommands when they are present.
@@ -69,6 +70,7 @@ class _Parser(argparse.ArgumentParser):
             options = [o for a in parser._actions for o in a.option_strings]
             hints = [f"{e.split('=')[0]}{did_you_mean(e.split('=')[0], options, prefix=': ')}"
                      for e in extras if e.startswith("-") and did_you_mean(e.split("=")[0], options)]
+            hints += _set_hints(sys.argv[1:] if args is None else list(args))
             parser.error(f"unrecognized arguments: {' '.join(extras)}"
                          + (f" ({'; '.join(hints)})" if hints else ""))
         return parsed
@@ -78,6 +80,25 @@ class _Parser(argparse.ArgumentParser):
             if isinstance(action, argparse._SubParsersAction):
                 return action.choices.get(getattr(parsed, action.dest, None), self)
         return self
+
+
+def _set_hints(argv: list[str]) -> list[str]:
+    """For ``--set steps 300`` (a space for the '='), which leaves argparse a word over
+    (300, or the CONFIG after it): the one word to write instead."""
+    hints = []
+    for option, key, value in zip(argv, argv[1:], argv[2:]):
+        if option == "--set" and "=" not in key and not value.startswith("-"):
+            hints.append(f"--set takes KEY=VALUE as one word: write --set {key}={value}")
+    return hints
+
+
+def config_error(exc, config, overrides) -> CommandError:
+    """The CommandError (exit 2) of a ConfigError met loading or checking `config` with
+    `overrides`: a problem at a key an override set names the override, also when the
+    check that found it runs after loading (the bundle's request types, in preflight)."""
+    from gmm_volunteer.model.config import blame_overrides
+
+    return CommandError(blame_overrides(str(exc), str(config), list(overrides or ())))
 
 
 def load_checked_config(config, overrides, workers: int | None):
@@ -93,7 +114,7 @@ def load_checked_config(config, overrides, workers: int | None):
         workers = max(1, workers or 1)
         check_start(cfg, str(config), available=None if avail is None else avail // workers)
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise config_error(exc, config, overrides) from None
     return cfg
 
 
@@ -172,7 +193,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, args.set or ())
         bundle = check_start(cfg, str(args.config))  # the bundle, memory, policies: before any work
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise config_error(exc, args.config, args.set) from None
 
     out = prepare_store_output(args, cfg, "run")
 
@@ -209,6 +230,10 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
     from gmm_volunteer.io.sweepdir import MANIFEST, RUNS_DIR
 
     path = Path(args.result)
+    if path.is_file():  # a store is a folder; "incomplete, re-run it" would mislead
+        hint = f"; to run it as a config: gmmv run {path}" if path.suffix.lower() in (".yaml", ".yml") else ""
+        raise CommandError(f"{path} is a file, not a result store (the folder `gmmv run` writes, "
+                           f"e.g. results/quickstart.zarr){hint}")
     if (path / MANIFEST).is_file():
         raise CommandError(
             f"{path} is a sweep output directory, not the store of one run: open it with "
@@ -240,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Simulate the generative Markov model of user-assisted collaborative "
             "AI inference (volunteer user devices plus a dedicated server)."
         ),
-        epilog="Exit codes: 0 ok, 1 unexpected failure, 2 usage/config/input error, 130 interrupted.",
+        epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items()) + ".",
     )
     parser.add_argument("--version", action="version", version=f"gmmv {__version__}")
     parser.add_argument("--no-plugins", action="store_true",

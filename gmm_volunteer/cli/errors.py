@@ -10,6 +10,16 @@ EXIT_NOT_MET = 3  # a search ran to its end and no candidate met the targets (gm
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 
+# What each code means, in the words of `gmmv --help` (docs/usage.md has the same table).
+EXIT_MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FAILURE: "unexpected failure",
+    EXIT_USAGE: "usage/config/input error",
+    EXIT_NOT_MET: "targets not met (gmmv capacity)",
+    EXIT_INTERRUPTED: "interrupted",
+    EXIT_BROKEN_PIPE: "output pipe closed by its reader",
+}
+
 
 class CommandError(Exception):
     """An error a handler reports to the user as one message and an exit code."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmm_volunteer.cli.commands import EXIT_OK, CommandError, add_output_flags
+from gmm_volunteer.cli.commands import EXIT_OK, add_output_flags
 
 
 # A `gmmv run` process before its state: Python, numba, xarray (about 200 MB at 1,000
@@ -39,7 +39,7 @@ def _duration(s: float) -> str:
 def check(config: str, overrides=(), output: str | None = None, force: bool = False) -> list[str]:
     """Check a run as `gmmv run` would before its first step; the lines of the report.
     Raises CommandError (exit 2) naming the file and key of the first problem found."""
-    from gmm_volunteer.cli.commands import check_store_output
+    from gmm_volunteer.cli.commands import check_store_output, config_error
     from gmm_volunteer.model.config import ConfigError, load_config
     from gmm_volunteer.model.preflight import available_memory, check_start, estimate_memory
     from gmm_volunteer.model.timing import estimate_seconds
@@ -48,7 +48,7 @@ def check(config: str, overrides=(), output: str | None = None, force: bool = Fa
         cfg = load_config(config, overrides)
         bundle = check_start(cfg, str(config))  # run's own preflight: bundle, memory, policies, events
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise config_error(exc, config, overrides) from None
     out = Path(output) if output else cfg.output_path(config)
     out = check_store_output(out, force, "-o" if output else "output.path")  # as `gmmv run` checks it
     exists = out.exists()

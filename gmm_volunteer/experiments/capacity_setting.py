@@ -120,8 +120,10 @@ def resolve_setting(cfg, key: str) -> Setting:
                          "setting to search; name a scaling one, e.g. --set autoscaler=capacity_rule "
                          "(or search the fixed capacity without --setting)")
     if not key.startswith(PREFIX) or len(key) == len(PREFIX):
+        fields = policy.Options.model_fields
+        example = next((f for f, info in fields.items() if _numeric(info.annotation) is not None), next(iter(fields)))
         raise ValueError(f"{key!r}: name an option of the autoscaler, {PREFIX}KEY "
-                         f"(e.g. {PREFIX}{next(iter(policy.Options.model_fields))})")
+                         f"(e.g. {PREFIX}{example})")
     path = tuple(key[len(PREFIX):].split("."))
     model, annotation = policy.Options, None
     for i, part in enumerate(path):
@@ -162,7 +164,8 @@ def parse_range(text: str, setting: Setting) -> tuple[float, float]:
             raise ValueError
         lo, hi = (float(p) for p in parts)
     except ValueError:
-        raise ValueError(f"{text!r}: write LO:HI, e.g. 0.3:0.9") from None
+        example = "1:10" if setting.integer else "0.3:0.9"  # an integer option needs two integers
+        raise ValueError(f"{text!r}: write LO:HI, e.g. {example}") from None
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"{text!r}: the bounds must be finite")
     if not lo < hi:

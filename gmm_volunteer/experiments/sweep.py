@@ -280,9 +280,9 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
             raise GridError(f"{source}: grid.{key}: must be a non-empty list of values, got {values!r}")
         if any(isinstance(v, (dict, list)) for v in values):
             # a coordinate of the combined dataset must be a plain value
+            inner = next((f" (e.g. {key}.{k})" for v in values if isinstance(v, dict) for k in v), "")
             raise GridError(f"{source}: grid.{key}: values must be numbers, text or booleans, not "
-                            f"mappings or lists; make a grid key of what varies inside "
-                            f"(e.g. {key}.count)")
+                            f"mappings or lists; make a grid key of what varies inside{inner}")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             raise GridError(f"{source}: grid.{key}: values repeat ({values})")
         name = dim_name(str(key))

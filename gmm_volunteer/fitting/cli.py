@@ -9,7 +9,6 @@ column).
 from __future__ import annotations
 
 import argparse
-import sys
 
 EXIT_OK = 0
 EXIT_BAD_TRACES = 2
@@ -29,16 +28,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.cli.outputs import check_output_target
 
-    try:
-        check_output_target(args.output)  # before minutes of fitting
-    except CommandError as err:
-        print(f"gmmv fit: {err}", file=sys.stderr)
-        return EXIT_BAD_TRACES
+    check_output_target(args.output)  # before minutes of fitting
     try:
         check_bundle_destination(args.output)  # before minutes of fitting
     except BundleError as err:
-        print(f"gmmv fit: {err}", file=sys.stderr)
-        return EXIT_BAD_TRACES
+        raise CommandError(str(err), EXIT_BAD_TRACES) from None
     from gmm_volunteer.cli import feedback
 
     log = _stage_logger(feedback)
@@ -54,9 +48,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             workers=args.workers,
         )
         log(None)
-    except TraceError as err:
-        print(f"gmmv fit: {err}", file=sys.stderr)
-        return EXIT_BAD_TRACES
+    except TraceError as err:  # `gmmv fit: error: ...`, as every command's input errors
+        raise CommandError(str(err), EXIT_BAD_TRACES) from None
     print(f"wrote {out}/bundle.yaml" + ("" if args.no_report else f" and {out}/report/report.md"))
     return EXIT_OK
 
@@ -126,15 +119,11 @@ def add_subcommands(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m gmm_volunteer.fitting.cli fit ...`)."""
-    parser = argparse.ArgumentParser(prog="gmmv")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_subcommands(sub)
-    args = parser.parse_args(argv)
-    from gmm_volunteer.cli import feedback
+    """Stand-alone entry (`python -m gmm_volunteer.fitting.cli fit ...`): `gmmv`'s, whose
+    handlers print errors and map them to exit codes."""
+    from gmm_volunteer.cli.commands import main as gmmv_main
 
-    feedback.set_verbosity(feedback.level_of(args))
-    return int(args.func(args))
+    return gmmv_main(argv)
 
 
 if __name__ == "__main__":

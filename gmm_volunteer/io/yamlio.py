@@ -29,6 +29,21 @@ MAX_DEPTH = 50
 # Values of a document with its aliases expanded: a bundle has a few thousand.
 MAX_NODES = 1_000_000
 
+# Plain words for the problems PyYAML reports when a hand-written file's indentation
+# slips (the usual cause), keyed on the start of PyYAML's own problem text.
+_HINTS = (
+    ("mapping values are not allowed here",
+     "a 'key:' where a value was expected: the keys of one section start in the same column, "
+     "only a line ending in ':' opens a section, and a value holding ': ' needs quotes"),
+    ("expected <block end>",
+     "this line is indented differently from the lines before it: the keys (or '- ' items) "
+     "of one section start in the same column"),
+    ("found character '\\t'", "indent with spaces: YAML does not allow tabs"),
+    ("could not find expected ':'",
+     "a line that is not 'key: value' (a ':' missing, or a line indented as if it went on "
+     "from the one above)"),
+)
+
 # YAML 1.2 core-schema floats: an exponent needs no sign and no decimal point.
 _FLOAT = re.compile(
     r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
@@ -159,7 +174,8 @@ def load_yaml(text: str | bytes, source: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         kind = "YAML error" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax error"
-        raise YAMLInputError(f"{source}: {kind}{where}: {problem}") from None
+        hint = next((f" ({h})" for start, h in _HINTS if problem.startswith(start)), "")
+        raise YAMLInputError(f"{source}: {kind}{where}: {problem}{hint}") from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -45,6 +45,7 @@ __all__ = [
     "load_config",
     "config_from_dict",
     "apply_overrides",
+    "blame_overrides",
     "parse_override",
     "default_output_path",
     "schema_keys",
@@ -693,7 +694,7 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
         try:
             validate_testbed_section(section, source)
         except ConfigError as exc:
-            raise ConfigError(_blame_overrides(str(exc), source, overrides)) from None
+            raise ConfigError(blame_overrides(str(exc), source, overrides)) from None
         parsed = {k: v for k, v in parsed.items() if k not in on_section}
     try:
         if isinstance(parsed.get("model"), str):
@@ -701,10 +702,10 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
         data = apply_overrides(data, parsed, source)
         return config_from_dict(data, source=source, base_dir=path.resolve().parent)
     except ConfigError as exc:
-        raise ConfigError(_blame_overrides(str(exc), source, overrides)) from None
+        raise ConfigError(blame_overrides(str(exc), source, overrides)) from None
 
 
-def _blame_overrides(text: str, source: str, overrides: list[str]) -> str:
+def blame_overrides(text: str, source: str, overrides: list[str]) -> str:
     """`text` (lines ``<source>: <key>: <problem>``) with each problem at a key an
     override set (or inside it) attributed to that override first:
     ``--set steps=1e5 on run.yaml: steps: ...``, since the file is not where the bad
@@ -716,7 +717,10 @@ def _blame_overrides(text: str, source: str, overrides: list[str]) -> str:
     for line in text.splitlines():
         rest = line.removeprefix(f"{source}: ")
         key = rest.split(": ", 1)[0]
-        blamed = next((o for k, o in by_key.items() if key == k or key.startswith(k + ".")), None)
+        # the key itself, a key inside it, or the law or section it set a part of
+        # (``--set availability.online.dist=foo``: the problem is at availability.online)
+        blamed = next((o for k, o in by_key.items()
+                       if key == k or key.startswith(k + ".") or (key and k.startswith(key + "."))), None)
         lines.append(f"--set {blamed} on {line}" if blamed is not None and rest != line else line)
     return "\n".join(lines)
 
@@ -1075,7 +1079,7 @@ def _describe(err: dict, known: Iterable[str] = ()) -> str:
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         if _is_duration_law(err.get("loc") or ()):
             return (f"must be a mapping (got {_got(got)}): a duration law, in seconds, e.g. "
-                    f"{{dist: pareto, scale: 30.0, shape: 1.5}} or {{dist: exponential, scale: 30.0}} "
+                    f"{{dist: pareto, scale: 30.0, shape: 1.5}} or {{dist: exponential, mean: 30.0}} "
                     f"(docs/usage.md, \"Durations\")")
         return f"must be a mapping (got {_got(got)})"
     if kind == "literal_error":
