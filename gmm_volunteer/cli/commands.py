@@ -30,7 +30,8 @@ from gmm_volunteer.cli.errors import (  # noqa: F401 (re-exported: gmm_volunteer
 )
 
 # Modules that contribute subcommands when they are present.
-EXTENSIONS = ("gmm_volunteer.cli.init", "gmm_volunteer.cli.validate", "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
+EXTENSIONS = ("gmm_volunteer.cli.init", "gmm_volunteer.cli.validate", "gmm_volunteer.cli.schema",
+              "gmm_volunteer.cli.compile", "gmm_volunteer.cli.experiments",
               "gmm_volunteer.fitting.cli", "gmm_volunteer.optimisation.cli", "gmm_volunteer.cli.results",
               "gmm_volunteer.testbed.cli", "gmm_volunteer.cli.hazards")
 
