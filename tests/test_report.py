@@ -245,3 +245,22 @@ def test_report_writes_figures_2_to_5_as_png_files(sweep, tmp_path):
     (tmp_path / "file").write_text("not a folder")
     assert main(["report", str(grid.output), "-o", str(tmp_path / "r2.html"), "--quiet",
                  "--figures-dir", str(tmp_path / "file")]) == 2
+
+
+def test_combine_and_report_say_what_they_are_doing(sweep, tmp_path, capsys):
+    """Phases that take minutes on a large sweep print a line or a bar: combining counts
+    the run stores read, the report names each figure and the tables as it starts."""
+    from gmm_volunteer.cli.commands import main
+
+    grid, ds = sweep
+    runs = int(ds.attrs["runs_total"])
+    assert main(["combine", str(grid.output), "-o", str(tmp_path / "c.zarr")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"combining: 100%.* {runs}/{runs} ", err), err
+    assert main(["report", str(grid.output), "-o", str(tmp_path / "r.html")]) == 0
+    parts = [line for line in capsys.readouterr().err.splitlines() if line.endswith(" ...")]
+    assert parts[:5] == ["report: preparing the statistics ...", "report: figure 2 ...",
+                         "report: figure 3 ...", "report: figure 4 ...", "report: figure 5 ..."], parts
+    assert "report: tables ..." in parts
+    assert main(["combine", str(grid.output), "-o", str(tmp_path / "q.zarr"), "-q"]) == 0
+    assert "combining" not in capsys.readouterr().err

@@ -151,7 +151,7 @@ def _cmd_combine(args: argparse.Namespace) -> int:
 
     CommandError = _command_error()
     try:
-        path = write_combined(args.output_dir, args.out)
+        path = write_combined(args.output_dir, args.out, progress=not args.quiet)
     except (FileNotFoundError, FileExistsError, IncompleteResultError, ValueError) as exc:
         # ValueError: a sweep.json that is not one, runs that cannot share a grid
         raise CommandError(str(exc)) from None
@@ -255,7 +255,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     ds.attrs["results_dir"] = str(Path(args.results).resolve())  # run stores, for figures
     feedback.detail("report: dimensions " + ", ".join(f"{d}={n}" for d, n in ds.sizes.items()))
     feedback.info(f"report: drawing figures and tables into {out}")
-    out = write_report(ds, out, title=args.title)
+    out = write_report(ds, out, title=args.title, progress=feedback.Stages("report"))
     print(f"wrote {out}")
     if args.regime_png:
         from gmm_volunteer.experiments import figures, regime

@@ -7,7 +7,8 @@ Every `gmmv` command takes ``--quiet`` and ``-v/--verbose`` with one meaning:
 * ``-v``: progress plus details (timings, the runs of a sweep, the config of a run).
 
 `set_verbosity` is called once per command by `gmm_volunteer.cli.main`; `info` and
-`detail` print to stderr at the level they belong to. `announce_compile` prints the
+`detail` print to stderr at the level they belong to, and `Stages` names each part of a
+long command (the stages of `gmmv fit`, the figures of `gmmv report`) as it starts. `announce_compile` prints the
 one-line notice that the simulation kernels are about to be compiled, when numba's
 on-disk cache does not hold them yet (a first run on a machine takes 1-2 minutes).
 """
@@ -51,6 +52,27 @@ def detail(message: str) -> None:
     """Shown with -v only."""
     if _level >= VERBOSE:
         print(message, file=sys.stderr, flush=True)
+
+
+class Stages:
+    """``stages(part)`` says "<prefix>: <part> ..." on stderr as each part of a long
+    command starts (not with --quiet) and, with -v, how long the part before it took;
+    ``stages(None)`` ends the last part. `started` is when the current part began."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.part: str | None = None
+        self.started: float | None = None
+
+    def __call__(self, part: str | None) -> None:
+        import time
+
+        now = time.monotonic()
+        if self.started is not None:
+            detail(f"{self.prefix}:   ({self.part}: {now - self.started:.1f} s)")
+        self.started, self.part = now, part
+        if part is not None:
+            info(f"{self.prefix}: {part} ...")
 
 
 def _dispatchers():

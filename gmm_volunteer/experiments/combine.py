@@ -13,6 +13,7 @@ which runs were present.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -166,14 +167,42 @@ def combine(output, quantiles=COMBINED_QUANTILES, series=()) -> xr.Dataset:
     return conventions.finish(xr.Dataset(data_vars, coords=all_coords, attrs=attrs), long_names)
 
 
-def write_combined(output, path=None, quantiles=COMBINED_QUANTILES) -> Path:
-    """Compute the combined dataset and store it (default ``<output>/combined.zarr``)."""
+def write_combined(output, path=None, quantiles=COMBINED_QUANTILES, progress: bool = False) -> Path:
+    """Compute the combined dataset and store it (default ``<output>/combined.zarr``).
+    With `progress`, a bar on stderr counts the run stores read (``combining: k/N run``),
+    as the sweep's bar counts the runs simulated: reading a large sweep takes minutes."""
     output = Path(output)
     ds = combine(output, quantiles)
     # One chunk per variable: the combined statistics are small, per-run chunks are not.
     ds = ds.assign({name: var.chunk(-1) for name, var in ds.data_vars.items()
                     if var.chunks is not None})
-    return write_result(ds, Path(path) if path is not None else output / COMBINED, overwrite=True)
+    with _runs_read_bar(int(ds.attrs["runs_complete"]), progress):
+        return write_result(ds, Path(path) if path is not None else output / COMBINED, overwrite=True)
+
+
+@contextlib.contextmanager
+def _runs_read_bar(total: int, show: bool):
+    """A bar advanced as dask finishes each run's reduction (`_metrics_values`, one task
+    per run store), counted by a callback of dask's local schedulers."""
+    from dask.callbacks import Callback
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc="combining", unit="run", disable=not show, mininterval=0.5)
+    done: set = set()
+    prefix = _metrics_values.__name__ + "-"
+
+    class RunsRead(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            name = key[0] if isinstance(key, tuple) else key
+            if str(name).startswith(prefix) and key not in done:
+                done.add(key)
+                bar.update(1)
+
+    try:
+        with RunsRead():
+            yield
+    finally:
+        bar.close()
 
 
 def open_combined(path) -> xr.Dataset:

@@ -10,6 +10,7 @@ import base64
 import datetime as _dt
 import html
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -132,8 +133,13 @@ def _table_html(df: pd.DataFrame) -> str:
     return df.to_html(float_format=lambda v: f"{v:,.2f}", na_rep="-", border=0, escape=True)
 
 
-def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> str:
-    """The whole report page as one HTML string."""
+def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report",
+                progress: Callable[[str], None] | None = None) -> str:
+    """The whole report page as one HTML string. `progress(part)` is called as each part
+    that may take a while starts (a figure reading every run store takes minutes on a
+    large sweep), so that a command can say what it is doing."""
+    say = progress or (lambda part: None)
+    say("preparing the statistics")
     ds = figures.prepare(ds)
     a = ds.attrs
     parts = [
@@ -174,8 +180,10 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
                          "(axis zoomed to the rates)",
     }
     for name, make in figures.FIGURES.items():
+        say(captions[name].partition(":")[0].lower())
         parts.append(f"<h2>{html.escape(captions[name])}</h2>")
         parts.append(_img(make(ds), captions[name]))
+    say("tables")
     parts.append("<h2>Overview (means over seeds)</h2>")
     parts.append(_table_html(overview_table(ds)))
     paired = paired_table(ds)
@@ -191,6 +199,7 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report") -> st
     # the routing comparison (issue 12; gmm_volunteer.routing_report)
     parts += routing_report.sections(ds, _img, _table_html)
     if findings.has_grid_dims(ds):
+        say("the paper's findings and their regime map")
         parts.append("<h2>The paper's section 3.2 findings on this grid</h2>")
         parts.append("<p>Each rule was fixed before the numbers were seen; 'does not hold' is a "
                      "result, discussed in docs/validation.md, not a defect to tune away.</p>")
@@ -219,9 +228,10 @@ def _regime_section(ds: xr.Dataset) -> list[str]:
             _img(regime.regime_figure(verdicts), "Regime map: " + caption)]
 
 
-def write_report(ds: xr.Dataset, path, title: str = "gmm-volunteer sweep report") -> Path:
+def write_report(ds: xr.Dataset, path, title: str = "gmm-volunteer sweep report",
+                 progress: Callable[[str], None] | None = None) -> Path:
     path = Path(path)
-    text = render_html(ds, title)
+    text = render_html(ds, title, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

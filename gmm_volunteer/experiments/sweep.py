@@ -583,7 +583,7 @@ def run_sweep(
     if combine and all(is_complete(r.path) for r in runs):
         from gmm_volunteer.experiments.combine import write_combined
 
-        report.combined = write_combined(grid.output)
+        report.combined = write_combined(grid.output, progress=progress)
     return report
 
 

@@ -56,28 +56,22 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 def _stage_logger(feedback):
     """``log(message)`` for `fit_bundle`: "gmmv fit: <stage> ..." on stderr (not with
-    --quiet); with -v also how long the previous stage took. ``log(None)`` ends the last."""
+    --quiet); with -v also how long the previous stage took. ``log(None)`` ends the last.
+    ``log.progress(done, total)`` reports the ARMA candidates inside a stage."""
     import time
 
-    state = {"t": None, "stage": None, "shown": 0.0}
-
-    def log(message: str | None) -> None:
-        now = time.monotonic()
-        if state["t"] is not None:
-            feedback.detail(f"gmmv fit:   ({state['stage']}: {now - state['t']:.1f} s)")
-        state["t"], state["stage"], state["shown"] = now, message, now
-        if message is not None:
-            feedback.info(f"gmmv fit: {message} ...")
+    log = feedback.Stages("gmmv fit")
+    shown = {"t": 0.0}
 
     def progress(done: int, total: int) -> None:
         """A line inside a stage at most every PROGRESS_EVERY s (and at its end), with
         the time left extrapolated from the fits so far (later candidates of a series
         are the larger, slower ones: a rough figure)."""
         now = time.monotonic()
-        if state["t"] is None or (now - state["shown"] < PROGRESS_EVERY and done < total):
+        if log.started is None or (now - max(shown["t"], log.started) < PROGRESS_EVERY and done < total):
             return
-        state["shown"] = now
-        elapsed = now - state["t"]
+        shown["t"] = now
+        elapsed = now - log.started
         left = elapsed / done * (total - done) if done else float("nan")
         feedback.info(f"gmmv fit:   {done} of {total} ARMA candidates (fitted or ruled out), {elapsed:.0f} s"
                       + (f", about {left:.0f} s left" if done < total else ""))
