@@ -31,6 +31,7 @@ SMALL = ["--set", "steps=120", "--set", "users.count=40"]
 REDUCE = {
     "run": SMALL,
     "compile": [],
+    "schema": [],
     "summarize": [],
     "report": [],
     "validate": SMALL,
