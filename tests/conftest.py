@@ -35,6 +35,20 @@ def synthetic_model(tmp_path_factory):
     return bundle_dir(tmp_path_factory.mktemp("model"))
 
 
+@pytest.fixture
+def run_yaml(tmp_path, monkeypatch):
+    """A small valid run config, run.yaml, beside the synthetic bundle, in the current
+    folder (the errors and hints tests provoke messages from it)."""
+    import yaml
+
+    bundle_dir(tmp_path)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"seed": 3, "steps": 40, "users": {"count": 20},
+                                    "server": {"capacity": 10}, "model": "bundle"}))
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
 def _parallel_controller(config) -> bool:
     """Whether this process hands the tests to xdist workers (and runs none itself)."""
     numprocesses = getattr(config.option, "numprocesses", None)

@@ -32,6 +32,7 @@ REDUCE = {
     "run": SMALL,
     "compile": [],
     "schema": [],
+    "fit": ["--arma", "1,0", "--no-report"],  # one ARMA order: seconds, not minutes
     "summarize": [],
     "report": [],
     "validate": SMALL,

@@ -21,19 +21,7 @@ import yaml
 from gmm_volunteer.cli.commands import build_parser, main
 from gmm_volunteer.model.config import ConfigError, load_config
 
-from engine_support import bundle_dir
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def run_yaml(tmp_path, monkeypatch):
-    bundle_dir(tmp_path)
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump({"seed": 3, "steps": 40, "users": {"count": 20},
-                                    "server": {"capacity": 10}, "model": "bundle"}))
-    monkeypatch.chdir(tmp_path)
-    return path
 
 
 def _refused(path, overrides) -> str:
@@ -240,3 +228,14 @@ def test_every_docs_section_a_message_cites_exists():
     missing = [f"{page}: {pattern}" for page, pattern in sorted(cited)
                if not ((ROOT / page).is_file() and re.search(pattern, (ROOT / page).read_text(), re.M))]
     assert not missing, missing
+
+
+def test_an_arma_order_for_a_trial_fit():
+    import argparse
+
+    from gmm_volunteer.fitting.cli import arma_order
+
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        arma_order("1")
+    for value in _suggested(_examples(str(err.value)), str(err.value)):
+        assert arma_order(value) == (1, 0)

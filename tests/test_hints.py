@@ -17,18 +17,6 @@ from gmm_volunteer.cli.commands import main
 from gmm_volunteer.cli.errors import EXIT_NOT_MET
 from gmm_volunteer.model.config import ConfigError, load_config
 
-from engine_support import bundle_dir
-
-
-@pytest.fixture
-def run_yaml(tmp_path, monkeypatch):
-    bundle_dir(tmp_path)
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump({"seed": 3, "steps": 40, "users": {"count": 20},
-                                    "server": {"capacity": 10}, "model": "bundle"}))
-    monkeypatch.chdir(tmp_path)
-    return path
-
 
 def _error(path, overrides=()) -> str:
     with pytest.raises(ConfigError) as err:

@@ -40,7 +40,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         out = fit_bundle(
             args.traces,
             args.output,
-            candidates=QUICK_GRID if args.quick else FULL_GRID,
+            candidates=[args.arma] if args.arma else QUICK_GRID if args.quick else FULL_GRID,
             degrees=DEGREES,
             report=not args.no_report,
             log=log,
@@ -52,6 +52,19 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         raise CommandError(str(err), EXIT_BAD_TRACES) from None
     print(f"wrote {out}/bundle.yaml" + ("" if args.no_report else f" and {out}/report/report.md"))
     return EXIT_OK
+
+
+def arma_order(text: str) -> tuple[int, int]:
+    """``"1,0"`` -> (1, 0): an ARMA order within the paper's grid's bounds."""
+    from gmm_volunteer.fitting.arma import P_CANDIDATES, Q_CANDIDATES
+
+    try:
+        p, q = (int(x) for x in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write P,Q, e.g. 1,0") from None
+    if not (1 <= p <= max(P_CANDIDATES) and 0 <= q <= max(Q_CANDIDATES)):
+        raise argparse.ArgumentTypeError(f"{text!r}: p must be 1..{max(P_CANDIDATES)} and q 0..{max(Q_CANDIDATES)}")
+    return p, q
 
 
 def _stage_logger(feedback):
@@ -97,6 +110,9 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("traces", metavar="TRACES", help="traces folder (traces/FORMAT.md)")
     p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
     p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
+    p.add_argument("--arma", type=arma_order, metavar="P,Q",
+                   help="fit this one ARMA order to every series instead of searching a grid (wins over "
+                        "--quick): seconds instead of minutes, to try traces end to end, not for a bundle to keep")
     p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
     from gmm_volunteer.cli import argtypes
 
