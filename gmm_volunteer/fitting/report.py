@@ -102,7 +102,11 @@ def _acf_plots(series, path: Path) -> list[str]:
             lines.append(f"| {s.name} | - | - | - |")
         ax.set_title(s.name.replace("consumption.", ""), fontsize=7)
         ax.set_xlabel("lag (s)")
-    axes.flat[0].legend(fontsize=6)
+    # the legend on the first panel with lines: the first series may be constant, and a
+    # legend of nothing is matplotlib's warning on every fit
+    labelled = next((ax for ax in axes.flat if ax.get_legend_handles_labels()[0]), None)
+    if labelled is not None:
+        labelled.legend(fontsize=6)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.subplots_adjust(hspace=0.6, wspace=0.3)
