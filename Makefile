@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow compile wheel bench experiments autoscale-experiment clean clean-cache
+.PHONY: demo test test-fast test-slow compile wheel bench experiments autoscale-experiment clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,17 @@ wheel: $(STAMP)
 	rm -rf dist
 	GMMV_KERNEL_CACHE_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m build --outdir dist
 
+# On every core (pytest-xdist): each test file runs whole on one worker, and the
+# controller compiles the quickstart's kernels once before the workers start (tests/conftest.py).
+XDIST := -n auto --dist loadgroup
+
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(XDIST)
+
+# The inner loop: everything but the tests marked heavy (tests/conftest.py says which and
+# why) and the slow ones; the README gives its time.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q $(XDIST) -m 'not slow and not heavy'
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow

@@ -7,6 +7,8 @@ loadgroup``). Two things keep that safe:
   made once; the files that drive the live testbed (cgroups, network namespaces, the
   first free subnet, CPU shares measured while they run) form one group, so that two of
   them never run at once;
+* `make test-fast` leaves out the tests marked heavy here, those listed in
+  heavy_tests.txt (measured, with the run that measured them);
 * before the workers start, the controller fills numba's cache with the quickstart's
   kernels (the step kernels every run calls), so that the workers load them instead of
   compiling the same functions at once. numba writes each cache file atomically, but
@@ -55,12 +57,22 @@ def _parallel_controller(config) -> bool:
     return bool(numprocesses) and not hasattr(config, "workerinput")
 
 
+def _heavy() -> set[str]:
+    """``file.py::test_function`` of the tests `make test-fast` leaves out, or ``file.py``
+    for every test of a file whose module fixtures are the heavy part (heavy_tests.txt)."""
+    lines = (Path(__file__).parent / "heavy_tests.txt").read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # tryfirst: xdist's own hook reads the groups to name the items of --dist loadgroup
+    heavy = _heavy()
     for item in items:
         name = item.path.name
         item.add_marker(pytest.mark.xdist_group(LIVE_TESTBED_GROUP if name in LIVE_TESTBED_FILES else name))
+        if name in heavy or f"{name}::{item.originalname}" in heavy:
+            item.add_marker(pytest.mark.heavy)
 
 
 def pytest_sessionstart(session):
