@@ -238,18 +238,29 @@ class Consumption(_Strict):
 
 class HazardPhase(_Strict):
     consumption_resource: Literal[CONSUMPTION_RESOURCES]
+    # docs/model.md D32: the covariates (paper: c, n, log(age + 1); work_fraction: log of the
+    # step's fraction of the work W_m(n), n, log of the fraction done), the link, n or log n
+    form: Literal["paper", "work_fraction"] = "paper"
+    link: Literal["logit", "cloglog"] = "logit"
+    batch_size_scale: Literal["raw", "log"] = "raw"
     covariate_mean: tuple[float, float, float]
     covariate_sd: tuple[float, float, float]
     terms: list[tuple[int, int, int]]
     coef: list[float]
     intercept: float
     type_coef: list[float]
+    # per subtask type, its deviation from each term's coefficient (None: none)
+    type_terms: list[list[float]] | None = None
     aic: float | None = None
 
     @model_validator(mode="after")
     def _shapes(self):
         if len(self.terms) != len(self.coef):
             raise ValueError(f"{len(self.terms)} terms but {len(self.coef)} coef")
+        if self.type_terms is not None and (len(self.type_terms) != len(self.type_coef)
+                                            or any(len(r) != len(self.terms) for r in self.type_terms)):
+            raise ValueError(f"type_terms must have one row per type_coef ({len(self.type_coef)}) "
+                             f"of one value per term ({len(self.terms)})")
         if any(s <= 0 for s in self.covariate_sd):
             raise ValueError("covariate_sd must be > 0")
         for i, t in enumerate(self.terms):
