@@ -415,6 +415,7 @@ def bundle_file(path: str | os.PathLike) -> Path:
 # path as typed: `gmmv fit traces` and `gmmv fit traces/` write two texts). No run reads
 # them, so the digest leaves them out: two fits of the same traces have one digest.
 DESCRIPTIVE_KEYS = ("created", "provenance")
+HAZARD_KEY_DEFAULTS = {"form": "paper", "link": "logit", "batch_size_scale": "raw", "type_terms": None}
 
 
 def _sha256_json(data: dict) -> str:
@@ -427,12 +428,18 @@ def _sha256_json(data: dict) -> str:
 
 def _content(bundle: Bundle, **dump) -> dict:
     """The bundle as the digests read it: its JSON dump, without a subtask type's
-    `work.volunteer_factor` where it is the default 1 (0.8.4, D29), so that every bundle
-    written before the field existed keeps the digest its stores recorded."""
+    `work.volunteer_factor` where it is the default 1 (0.8.4, D29) nor a hazard phase's
+    keys of 0.9.0 at their defaults (D32), so that every bundle written before the fields
+    existed keeps the digest its stores recorded."""
     data = bundle.model_dump(mode="json", **dump)
     for s in data.get("subtask_types", []):
         if s["work"].get("volunteer_factor") == 1.0:
             del s["work"]["volunteer_factor"]
+    # the hazard keys of 0.9.0 (D32) at the values that read a bundle as before them
+    for ph in ((data.get("hazard") or {}).get("phases") or {}).values():
+        for key, default in HAZARD_KEY_DEFAULTS.items():
+            if key in ph and ph[key] == default:
+                del ph[key]
     return data
 
 
@@ -443,6 +450,13 @@ def bundle_digest(bundle: Bundle) -> str:
     (`model_sha256`) so that a sweep can tell a store made with another model from one it
     can keep."""
     return _sha256_json(_content(bundle, exclude=set(DESCRIPTIVE_KEYS)))
+
+
+def work_law_digest(bundle: Bundle) -> str:
+    """The digest without the `hazard` block too: what runs under the default work law
+    read (they never read the hazards, D10, D27), the same for two bundles that differ
+    in their hazards alone (`resultfile.HAZARD_REFITS`)."""
+    return _sha256_json(_content(bundle, exclude={*DESCRIPTIVE_KEYS, "hazard"}))
 
 
 def legacy_bundle_digest(bundle: Bundle) -> str:
