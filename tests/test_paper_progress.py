@@ -208,3 +208,28 @@ def test_gmmv_hazards_prints_and_writes_a_result_file(tmp_path, capsys):
     assert "paper-scale" in result.header["bundles"] and result.table.count("\n") == 2 + 14 - 1
     assert main(["hazards", str(tmp_path / "nowhere")]) == 2
     assert main(["hazards", "paper-scale", "--sizes", "0"]) == 2
+
+
+@pytest.mark.parametrize("name", ["default", "paper-scale"])
+def test_kernel_hazard_is_the_fitted_block(name):
+    """The kernel's `hazard` gives the probability `fitting.hazard.hazard_probability` gives
+    from the bundle's block, under the shipped forms (execution: work fraction; download
+    and upload: the paper form with log size; cloglog, per-type terms; docs/model.md D32),
+    for types, CPU, sizes (beyond the measured ones and the work table too) and ages drawn
+    at random."""
+    from gmm_volunteer.fitting.hazard import hazard_probability
+    from gmm_volunteer.fitting.hazard_check import _work
+    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.model.params import build_params, pack_params
+
+    path = packaged_bundle(name)
+    bundle = load_bundle(path)
+    P = pack_params(build_params(make_config(path, execution={"progress": "paper"}), bundle))
+    rng = np.random.default_rng(0)
+    for h, phase in enumerate(("download", "execution", "upload")):
+        block = bundle.hazard.phases[phase].model_dump()
+        for _ in range(200):
+            m = int(rng.integers(len(bundle.subtask_types)))
+            cons, size, age = float(rng.uniform(5, 200)), int(rng.integers(1, 700)), int(rng.integers(0, 5000))
+            want = hazard_probability(block, [cons], [size], [age], [m], [_work(bundle, m, size)])[0]
+            assert hazard(P, h, m, cons, size, age) == pytest.approx(want, rel=1e-9, abs=1e-300)
