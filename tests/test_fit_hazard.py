@@ -217,8 +217,9 @@ def test_shipped_execution_hazards_pass_their_checks(name):
 
 
 def test_checks_catch_a_hazard_that_falls_with_size():
-    # the old paper-scale fit (0.8.8): batches of 32 and 64 never end and halving the CPU
-    # shortens some cells; the checks must say so
+    # a hazard that falls steeply with log age and rises with the batch size (the way
+    # 0.8.8's fits failed: long batches practically never end, larger ones end sooner);
+    # the checks must say so
     import copy
 
     from gmm_volunteer.fitting.hazard_check import hazard_checks
@@ -226,7 +227,6 @@ def test_checks_catch_a_hazard_that_falls_with_size():
     bundle, _ = _shipped("paper-scale")
     bad = copy.deepcopy(bundle)
     ex = bad.hazard.phases["execution"]
-    # a hazard that falls steeply with log age: long batches practically never end
     ex.form, ex.link, ex.terms, ex.coef, ex.type_terms = "paper", "logit", [(0, 0, 1), (0, 1, 0)], [-8.0, 3.0], None
     ex.intercept, ex.type_coef = -2.0, [0.0] * len(ex.type_coef)
     failed = {c["check"] for c in hazard_checks(bad) if not c["passed"]}

@@ -10,9 +10,10 @@ enters the intercept and every monomial: each type has the shared coefficients p
 deviation of its own, the deviations pooled toward zero by the estimator's ridge
 penalty (docs/model.md D32). The link is logit (the paper's) or complementary log-log.
 
-`form: work_fraction` (execution only) replaces the age covariate by the fraction of the
-batch's mean work done, f = (age + 1) * c / 100 / W_m(n) (W from the bundle's work
-table, D10), and keeps no other covariate: the hazard depends on how far the batch has
+`form: work_fraction` (execution only) replaces the covariates by the fraction of the
+batch's mean work one step does, s = c / 100 / W_m(n) (W from the bundle's work table,
+D10), and the fraction done, f = (age + 1) s: log s enters as an offset (coefficient 1,
+`OFFSET_TERM`), log f as the polynomial. The hazard depends on how far the batch has
 come, so a larger batch (more work) or less CPU ends later by construction wherever the
 hazard rises with f.
 
