@@ -53,6 +53,7 @@ def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
 
     check_start(cfg, source, memory=False)  # the testbed holds no simulated state
     check_limits(cfg, source)
+    check_record_memory(cfg, source)
     if tb.workdir is not None:
         from gmm_volunteer.cli.errors import CommandError
         from gmm_volunteer.cli.outputs import check_output_target
@@ -63,6 +64,29 @@ def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
             raise ConfigError(f"{source}: {exc}") from None
         if Path(tb.workdir).exists() and not Path(tb.workdir).is_dir():
             raise ConfigError(f"{source}: testbed.workdir: {tb.workdir} exists and is not a directory")
+
+
+def record_bytes(cfg: RunConfig) -> int:
+    """Bytes of the per-step series a testbed run measures and records (testbed.run:
+    CPU per node, the server's and the volunteers' consumption and the server's
+    allocation, float32 per step): a lower bound of what the run holds at its end."""
+    from gmm_volunteer.model.constants import RESOURCES
+
+    per_step = (int(cfg.users.count) + 1) + 3 * len(RESOURCES)
+    return 4 * int(cfg.steps) * per_step
+
+
+def check_record_memory(cfg: RunConfig, source: str) -> None:
+    """Refuse a run whose per-step record would not fit the memory available now: it
+    would fail after every process had started (the simulator's `gmmv run` has the same
+    check of its state, `preflight.check_run`)."""
+    from gmm_volunteer.model.preflight import available_memory
+
+    need, avail = record_bytes(cfg), available_memory()
+    if avail is not None and need > avail:
+        raise ConfigError(f"{source}: steps: {cfg.steps:,} steps x {cfg.users.count + 1:,} nodes: the testbed's "
+                          f"per-step record needs {need / 1e9:,.1f} GB, and {avail / 1e9:,.1f} GB are available "
+                          "now; use fewer steps (a testbed step is one second of real time)")
 
 
 # What the kernel can enforce per node: a CFS quota of at least 1 ms per 100 ms period
