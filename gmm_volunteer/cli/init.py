@@ -76,8 +76,11 @@ def _check_folder(out: Path) -> None:
     a symbolic link (dangling or not: init writes into the folder it is given, never
     through a link), something that is not a folder, and a place this process cannot
     create files in (`check_output_target`, probed in DIR or its nearest existing parent)."""
-    from gmm_volunteer.cli.outputs import check_output_target
+    from gmm_volunteer.cli.outputs import check_output_target, path_problem
 
+    problem = path_problem(out / "README.md")  # a NUL byte, a name too long, unresolvable
+    if problem:
+        raise CommandError(f"DIR {out}: {problem}")
     if out.is_symlink():
         raise CommandError(f"DIR {out}: is a symbolic link; init writes only into a folder of its own path")
     try:
