@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io.manifest import MANIFEST_NAME
 from gmm_volunteer.testbed import compare
 from test_hardening3_inputs import _run, sweep_dir  # noqa: F401 (the fixture)

@@ -57,8 +57,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gmm_volunteer.model.checkpoint_state import DERIVED, refusals, restore_simulation, simulation_state
-from gmm_volunteer.model.checkpoint_values import INLINE_BYTES, Unsupported, decode, encode
+# DERIVED and INLINE_BYTES are re-exported here (one definition each, where they are used).
+from gmm_volunteer.model.checkpoint_state import (  # noqa: F401
+    DERIVED, refusals, restore_simulation, simulation_state,
+)
+from gmm_volunteer.model.checkpoint_values import INLINE_BYTES, Unsupported, decode, encode  # noqa: F401
 
 FORMAT = "gmmv-checkpoint"
 # 2: checkpoint.json carries the digest of itself ("sha256"); 3: plain data, no pickle
@@ -66,7 +69,6 @@ FORMAT_VERSION = 3
 SUFFIX = ".checkpoint"
 MANIFEST = "checkpoint.json"
 OBJECTS = "objects.json"
-__all__ = ["DERIVED", "INLINE_BYTES"]  # re-exported: one definition each
 
 _STEP = re.compile(r"^step-(?P<t>[0-9]{12})$")
 _TMP = re.compile(r"^step-[0-9]{12}\.tmp-(?P<pid>[0-9]+)$")

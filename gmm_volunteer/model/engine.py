@@ -125,7 +125,7 @@ class Simulation:
 
     def _build_model(self, cfg, bundle) -> None:
         """What the run's config and bundle determine and a run never changes: the
-        attributes a checkpoint does not hold (model.checkpoint.DERIVED, with `S`)."""
+        attributes a checkpoint does not hold (model.checkpoint_state.DERIVED, with `S`)."""
         self.cfg = cfg
         self.bundle = bundle
         self.params = build_params(cfg, bundle)
