@@ -222,3 +222,19 @@ def test_an_estimating_autoscaler_resumes_to_the_uninterrupted_run(synthetic_mod
     np.testing.assert_array_equal(resumed.scaling_actions, whole.scaling_actions)
     for name in ("request_end", "request_outcome", "online_users", "server_allocation", "dedicated_capacity"):
         np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name), err_msg=name)
+
+
+def test_a_sweep_with_checkpoints_refuses_a_plugin_without_hooks_at_its_start(synthetic_model, tmp_path, capsys,
+                                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(NO_PLUGINS_ENV, "")
+    monkeypatch.setattr(Simulation, "run", lambda *a, **k: pytest.fail("simulated"))
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({"steps": 100, "users": {"count": 20},
+                                                        "server": {"capacity": 10}, "model": str(synthetic_model)}))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump({"base": "base.yaml", "grid": {"scheduler": ["uniform", f"{__name__}:Plain"]},
+                                    "seeds": [1], "output": str(tmp_path / "sweep")}))
+    assert main(["sweep", str(grid), "--serial", "-q", "--checkpoint-every", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoint-every: " in err and "Plain does not define checkpoint_state()" in err, err
+    assert not (tmp_path / "sweep" / "runs").exists() or not list((tmp_path / "sweep" / "runs").iterdir())
