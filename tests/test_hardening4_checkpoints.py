@@ -72,6 +72,12 @@ def _craft(step: Path, how: str, marker: Path) -> None:
         with open(path, "wb") as f:
             np.save(f, np.array([_Evil(f"touch {marker}")], dtype=object), allow_pickle=True)
         _reseal(step, man, path.name, path.read_bytes(), dtype="|O", shape=[1])
+    elif how == "huge-shape":  # an .npy header claiming 8 TB: refused before anything is allocated
+        import io
+
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<i8", "fortran_order": False, "shape": (10**12,)})
+        _reseal(step, man, "state-lg_end.npy", header.getvalue() + bytes(64), shape=[10**12])
     elif how == "bit-generator":  # a class named by the data
         tree = _objects(step)
         tree["dict"]["scheduler"]["dict"]["rng"]["generator"]["bit_generator"] = "posix.system"
@@ -93,7 +99,8 @@ def _craft(step: Path, how: str, marker: Path) -> None:
 
 
 CRAFTED = {"format-2": "checkpoint format 2", "pickle-as-objects": "not a checkpoint's state",
-           "object-array": "state-lg_end.npy: unreadable", "bit-generator": "'posix.system' is not one of",
+           "object-array": "state-lg_end.npy: its content does not match",
+           "huge-shape": "state-lg_end.npy: its content does not match", "bit-generator": "'posix.system' is not one of",
            "policy-class": "saved from 'posix:system'", "object-dtype": "is not a number or bool dtype",
            "unknown-tag": "'object' is not a checkpoint value's type"}
 

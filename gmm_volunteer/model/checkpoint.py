@@ -496,10 +496,27 @@ class _Reader:
             raise CheckpointError(f"{where}: named in {OBJECTS} but not listed in {MANIFEST}: the checkpoint is damaged")
         try:
             with open(where, "rb") as f:
+                # The header first: the data is read only when the dtype and shape are the
+                # manifest's and the file holds exactly their bytes (a header claiming a
+                # huge shape would otherwise allocate it before failing).
+                version = np.lib.format.read_magic(f)
+                header = {(1, 0): np.lib.format.read_array_header_1_0,
+                          (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if header is None:
+                    raise ValueError(f"npy format version {version}, not one this program writes")
+                shape, _, dtype = header(f)
+                size = os.fstat(f.fileno()).st_size
+                if (dtype.hasobject or dtype.str != meta.get("dtype") or list(shape) != meta.get("shape")
+                        or size - f.tell() != int(np.prod(shape, dtype=object)) * dtype.itemsize):
+                    raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is "
+                                          "damaged")
+                f.seek(0)
                 arr = np.lib.format.read_array(f, allow_pickle=False)
+        except CheckpointError:
+            raise
         except FileNotFoundError:
             raise CheckpointError(f"{where}: missing: the checkpoint is damaged") from None
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
             raise CheckpointError(f"{where}: unreadable ({exc}): the checkpoint is damaged") from None
         if (arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape")
                 or _digest(arr) != meta.get("sha256")):
