@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gmm_volunteer.cli.commands import main  # noqa: E402
@@ -114,6 +114,7 @@ def test_fuzz_init(tmp_path_factory, capsys, monkeypatch, data):
                 target.mkdir()
     before = _tree(root)
     code, err = _call(main, ["init", given, "-q"], capsys)
+    event(f"exit {code}")
     assert not (root / "outside").exists() and not (root / "nowhere").exists()  # nothing written through a link
     if code == 2:
         assert err.startswith("gmmv init: error: DIR") and err.count("\n") == 1, err
@@ -160,6 +161,7 @@ def test_fuzz_results_join(tmp_path_factory, capsys, monkeypatch, data):
             *(x for lab in labels for x in ("--label", lab)), "-o", out]
     before = _tree(root)
     code, err = _call(main, argv, capsys)
+    event(f"exit {code}")
     assert not (root / "outside.md").exists()
     if code == 2:
         assert _tree(root) == before
@@ -211,6 +213,7 @@ def test_fuzz_testbed_compare(tmp_path_factory, capsys, monkeypatch, data):
         code, err = _call(compare.main, argv, capsys)
     except _Reached:
         code, err = None, ""
+    event("reached the simulation" if code is None else f"exit {code}")
     assert _tree(root) == before and not (root / "outside.md").exists()
     if code is not None:
         assert code == 2 and _one_message(err), err
