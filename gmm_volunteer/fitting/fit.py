@@ -205,6 +205,7 @@ def fit_bundle(
     say = log or (lambda message: None)
     say(f"reading and checking traces in {traces_dir}")
     traces = load_traces(traces_dir)
+    classes = _fit_availability(traces_dir, say)  # seconds, and bad sessions fail before the long stages
     from gmm_volunteer.fitting.determinism import single_threaded
 
     with single_threaded():  # the same traces give the same bundle, run to run
@@ -222,6 +223,8 @@ def fit_bundle(
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:
         extra = {}
+        if classes is not None:
+            extra.update(_availability_files(classes, traces_dir, tmp, report))
         if report:
             from gmm_volunteer.fitting.report import write_report
 
@@ -232,6 +235,36 @@ def fit_bundle(
         return write_bundle(bundle, out_dir, extra_files=extra)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fit_availability(traces_dir, say):
+    """The availability laws per device class, when the traces hold `availability/`
+    (`fitting.availability`); None otherwise. Raises `TraceError` before anything is written."""
+    from gmm_volunteer.fitting import availability
+
+    folder = Path(traces_dir) / availability.FOLDER
+    if not folder.exists():
+        return None
+    say(f"fitting the availability laws per device class from {folder}")
+    return availability.fit_availability(folder)
+
+
+def _availability_files(classes, traces_dir, tmp: Path, report: bool) -> dict:
+    """`availability.yaml` (the chosen laws, as the config writes them) and its report."""
+    import yaml
+
+    from gmm_volunteer.fitting import availability
+
+    source = Path(traces_dir) / availability.FOLDER
+    path = tmp / "availability.yaml"
+    header = (f"# Availability laws per device class, fitted by `gmmv fit` from {source}\n"
+              "# (paper section 2.2; docs/fitting.md, 'Availability'). Each class's laws go in a\n"
+              "# config's `availability:` section.\n")
+    path.write_text(header + yaml.safe_dump(availability.classes_config(classes), sort_keys=False))
+    files = {"availability.yaml": path}
+    if report:
+        availability.write_report(classes, tmp / "report", str(source))  # beside the bundle's report
+    return files
 
 
 __all__ = ["fit_bundle", "build_bundle", "TraceError", "FULL_GRID", "QUICK_GRID"]

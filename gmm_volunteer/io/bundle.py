@@ -8,6 +8,7 @@ starts, with a message naming the file and the key.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Annotated, Literal
@@ -348,11 +349,40 @@ class Bundle(_Strict):
         return self
 
 
+# pydantic's names of union members in an error's location (``constrained-float``,
+# ``dict[constrained-float,constrained-float]``): its internals, not keys of the file.
+_MEMBER = re.compile(r"^(constrained-[a-z]+|[a-z_-]+\[.*\]|int|float|str|bool)$")
+
+
+def _readable(errors: list[dict]) -> list[dict]:
+    """`errors` with the keys of the file as locations: union members' names left out,
+    a dict key's own error said as such, and of a value that is a number or a table (the
+    volunteer factor) only the errors of the form the file used."""
+    out = []
+    for e in errors:
+        loc, key = [], False
+        for x in e["loc"]:
+            if x == "[key]":
+                key = True
+            elif not (isinstance(x, str) and _MEMBER.match(x)):
+                loc.append(str(x))
+        msg = e["msg"].removeprefix("Value error, ")
+        if key:
+            msg = f"the key {loc[-1]!r}: {msg}"
+            loc = loc[:-1]
+        out.append({**e, "loc": tuple(loc), "msg": msg})
+    deeper = {e["loc"][:n] for e in out for n in range(len(e["loc"]))}
+    other = {e["loc"] for e in out if e["type"] not in ("dict_type", "list_type")}
+    return [e for e in out
+            if not (e["type"] in ("float_type", "int_type") and e["loc"] in deeper)  # a table was given
+            and not (e["type"] in ("dict_type", "list_type") and e["loc"] in other)]  # a number was given
+
+
 def _format_error(err: ValidationError, source: str) -> str:
     lines = []
-    for e in err.errors()[:5]:
+    for e in _readable(err.errors())[:5]:
         loc = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
+        msg = e["msg"]
         if e["type"] == "finite_number":
             msg = f"must be a finite number (got {e.get('input')!r})"
         msg += _suggestion(e)

@@ -298,7 +298,16 @@ def join(results: list[Result], on: str, keep: list[str], columns: list[str], la
         for col in [on, *columns, *(keep if r is results[0] else [])]:
             if col not in names:
                 raise ResultFileError(f"{r.path}: its table has no column {col!r} (columns: {', '.join(names)})")
-        tables.append({row[names.index(on)]: dict(zip(names, row)) for row in rows})
+        keyed = {}
+        for row in rows:
+            if len(row) != len(names):
+                raise ResultFileError(f"{r.path}: a row of its table has {len(row)} cells for {len(names)} columns")
+            key = row[names.index(on)]
+            if key in keyed:  # which of the two rows is meant cannot be told: refused, not guessed
+                raise ResultFileError(f"{r.path}: its {on!r} column holds {key!r} twice; a key column "
+                                      "names each row once")
+            keyed[key] = dict(zip(names, row))
+        tables.append(keyed)
     keys = list(tables[0])
     for r, t in zip(results[1:], tables[1:]):
         if sorted(t) != sorted(keys):

@@ -522,6 +522,10 @@ class Execution(_Section):
             raise ValueError(f"volunteer_overhead_cpu: {self.volunteer_overhead_cpu} needs progress: work "
                              "(under progress: paper a phase ends by its hazard draw whatever CPU it is "
                              "granted; docs/model.md D31)")
+        if self.progress != "paper" and self.hazard_batch_size != "extrapolate":
+            raise ValueError(f"hazard_batch_size: {self.hazard_batch_size} needs progress: paper (under "
+                             "progress: work no hazard is evaluated, so the setting would change nothing; "
+                             "docs/model.md D27)")
         if self.concurrency != 1 and self.discipline != "fifo":
             raise ValueError(f"concurrency: {self.concurrency} needs discipline: fifo (under "
                              "discipline: shared every executing batch runs at once; docs/model.md D28)")
