@@ -232,3 +232,42 @@ def test_checks_catch_a_hazard_that_falls_with_size():
     failed = {c["check"] for c in hazard_checks(bad) if not c["passed"]}
     assert any(c.startswith("every batch") for c in failed)
     assert any("grows" in c for c in failed)
+
+
+@pytest.mark.parametrize("name", ["default", "paper-scale"])
+def test_shipped_hazard_blocks_are_refitted_from_their_traces(name, tmp_path):
+    """`python -m gmm_volunteer.fitting.refit_hazard` on a copy of a shipped bundle and its
+    traces writes the shipped hazard block again, digit for digit (the fit is
+    deterministic), and `--no-write` writes nothing."""
+    import shutil
+
+    import yaml
+
+    from gmm_volunteer.fitting.refit_hazard import main
+    from gmm_volunteer.io.bundle import packaged_bundle
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    traces = root / {"default": "traces", "paper-scale": "traces/paper-scale"}[name]
+    copy = tmp_path / name
+    shutil.copytree(packaged_bundle(name), copy)
+    (copy / "report" / "hazard.md").unlink()
+    before = (copy / "bundle.yaml").read_bytes()
+    assert main([str(copy), str(traces), "--no-write"]) in (0, 1)
+    assert (copy / "bundle.yaml").read_bytes() == before and not (copy / "report" / "hazard.md").exists()
+    main([str(copy), str(traces)])
+    shipped = yaml.safe_load((packaged_bundle(name) / "bundle.yaml").read_text())
+    assert yaml.safe_load((copy / "bundle.yaml").read_text())["hazard"] == shipped["hazard"]
+
+
+def test_refit_hazard_refuses_bad_arguments_before_any_work(tmp_path, capsys):
+    from gmm_volunteer.fitting.refit_hazard import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path)])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path), "traces", "--form", "aft"])
+    assert exc.value.code == 2
+    assert main([str(tmp_path / "nowhere"), "traces"]) == 2
+    assert "refit_hazard:" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
