@@ -252,7 +252,7 @@ def test_shipped_hazard_blocks_are_refitted_from_their_traces(name, tmp_path):
     shutil.copytree(packaged_bundle(name), copy)
     (copy / "report" / "hazard.md").unlink()
     before = (copy / "bundle.yaml").read_bytes()
-    assert main([str(copy), str(traces), "--no-write"]) in (0, 1)
+    assert main([str(copy), str(traces), "--no-write"]) in (0, 3)  # 3: a check fails (D32)
     assert (copy / "bundle.yaml").read_bytes() == before and not (copy / "report" / "hazard.md").exists()
     main([str(copy), str(traces)])
     shipped = yaml.safe_load((packaged_bundle(name) / "bundle.yaml").read_text())

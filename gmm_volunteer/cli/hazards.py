@@ -9,8 +9,7 @@ import shlex
 from pathlib import Path
 
 from gmm_volunteer.cli.commands import EXIT_OK, CommandError
-
-EXIT_CHECKS_FAILED = 1  # the table is printed (or written), but the fit fails its checks (D32)
+from gmm_volunteer.cli.errors import EXIT_NOT_MET
 
 
 def _cmd_hazards(args: argparse.Namespace) -> int:
@@ -45,7 +44,7 @@ def _cmd_hazards(args: argparse.Namespace) -> int:
         checks = hazard_checks(bundle, runs)
     except ValueError as exc:
         raise CommandError(f"{args.bundle}: {exc}") from None
-    status = EXIT_OK if all(c["passed"] for c in checks) else EXIT_CHECKS_FAILED
+    status = EXIT_OK if all(c["passed"] for c in checks) else EXIT_NOT_MET
     if args.output is None:
         with pd.option_context("display.width", 200, "display.max_rows", None):
             print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
@@ -87,7 +86,7 @@ def add_subcommands(subparsers) -> None:
                     "steps, the same at half the CPU, and the steps the measured runs took "
                     "(execution.progress: paper; docs/model.md D27); then the checks of D32 "
                     "(measured cells, every batch up to 64 ends, mean steps monotone in batch size "
-                    "and CPU). Exit status 1 when a check fails.")
+                    "and CPU). Exit status 3 when a check fails.")
     p.add_argument("bundle", metavar="BUNDLE", help="model bundle: a directory, or a shipped name (default, paper-scale)")
     p.add_argument("--traces", metavar="DIR", help="the traces the bundle was fitted on, for the measured steps")
     p.add_argument("--sizes", type=int, nargs="+", metavar="N", help="batch sizes (default 1 2 4 8 16 32 64)")

@@ -7,7 +7,7 @@ The hazards are read by nothing but `execution.progress: paper` (D27), so a refi
 alone leaves the work law's trajectories as they were, where a whole refit would also
 move the ARMA blocks (docs/fitting.md). Writes BUNDLE_DIR/bundle.yaml in place (the
 hazard block, and the provenance line told so) and BUNDLE_DIR/report/hazard.md (the
-degree selection and the checks); exit status 1 when the checks fail. `--form` and
+degree selection and the checks); exit status 3 when the checks fail (as `gmmv hazards`). `--form` and
 `--link` fit another form or link than `gmmv fit`'s defaults; `--no-write` prints the
 held-out likelihoods and the checks and writes nothing (to compare forms).
 """
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         print(f"refit_hazard: {exc}", file=sys.stderr)
         return 2
     print(text)
-    return 0 if passed else 1
+    return 0 if passed else 3
 
 
 if __name__ == "__main__":
