@@ -46,6 +46,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             log=log,
             progress=log.progress,
             workers=args.workers,
+            hazard_form=args.hazard_form,
+            hazard_link=args.hazard_link,
         )
         log(None)
     except TraceError as err:  # `gmmv fit: error: ...`, as every command's input errors
@@ -114,6 +116,12 @@ def add_subcommands(subparsers) -> None:
                    help="fit this one ARMA order to every series instead of searching a grid (wins over "
                         "--quick): seconds instead of minutes, to try traces end to end, not for a bundle to keep")
     p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    from gmm_volunteer.fitting.hazard import FORMS, HAZARD_FORM, HAZARD_LINK, LINKS
+
+    p.add_argument("--hazard-form", choices=FORMS, default=HAZARD_FORM,
+                   help=f"form of the execution hazard (default {HAZARD_FORM}; docs/model.md D32)")
+    p.add_argument("--hazard-link", choices=LINKS, default=HAZARD_LINK,
+                   help=f"link of the hazards (default {HAZARD_LINK}; docs/model.md D32)")
     from gmm_volunteer.cli import argtypes
 
     p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, metavar="N",
