@@ -107,7 +107,7 @@ def test_summarize_on_a_sweep_folder_says_how_to_open_it(tmp_path, capsys):
 # -- gmmv fit progress ---------------------------------------------------------------
 
 
-def fake_fit_bundle(traces, out, candidates, degrees, report, log=None, progress=None, workers=1):
+def fake_fit_bundle(traces, out, candidates, degrees, report, log=None, progress=None, workers=1, **options):
     log("reading and checking traces in " + str(traces))
     log("fitting allocation series")
     log("fitting consumption series")
