@@ -239,18 +239,29 @@ class Consumption(_Strict):
 
 class HazardPhase(_Strict):
     consumption_resource: Literal[CONSUMPTION_RESOURCES]
+    # docs/model.md D32: the covariates (paper: c, n, log(age + 1); work_fraction: log of the
+    # step's fraction of the work W_m(n), n, log of the fraction done), the link, n or log n
+    form: Literal["paper", "work_fraction"] = "paper"
+    link: Literal["logit", "cloglog"] = "logit"
+    batch_size_scale: Literal["raw", "log"] = "raw"
     covariate_mean: tuple[float, float, float]
     covariate_sd: tuple[float, float, float]
     terms: list[tuple[int, int, int]]
     coef: list[float]
     intercept: float
     type_coef: list[float]
+    # per subtask type, its deviation from each term's coefficient (None: none)
+    type_terms: list[list[float]] | None = None
     aic: float | None = None
 
     @model_validator(mode="after")
     def _shapes(self):
         if len(self.terms) != len(self.coef):
             raise ValueError(f"{len(self.terms)} terms but {len(self.coef)} coef")
+        if self.type_terms is not None and (len(self.type_terms) != len(self.type_coef)
+                                            or any(len(r) != len(self.terms) for r in self.type_terms)):
+            raise ValueError(f"type_terms must have one row per type_coef ({len(self.type_coef)}) "
+                             f"of one value per term ({len(self.terms)})")
         if any(s <= 0 for s in self.covariate_sd):
             raise ValueError("covariate_sd must be > 0")
         for i, t in enumerate(self.terms):
@@ -434,6 +445,7 @@ def bundle_file(path: str | os.PathLike) -> Path:
 # path as typed: `gmmv fit traces` and `gmmv fit traces/` write two texts). No run reads
 # them, so the digest leaves them out: two fits of the same traces have one digest.
 DESCRIPTIVE_KEYS = ("created", "provenance")
+HAZARD_KEY_DEFAULTS = {"form": "paper", "link": "logit", "batch_size_scale": "raw", "type_terms": None}
 
 
 def _sha256_json(data: dict) -> str:
@@ -446,12 +458,18 @@ def _sha256_json(data: dict) -> str:
 
 def _content(bundle: Bundle, **dump) -> dict:
     """The bundle as the digests read it: its JSON dump, without a subtask type's
-    `work.volunteer_factor` where it is the default 1 (0.8.4, D29), so that every bundle
-    written before the field existed keeps the digest its stores recorded."""
+    `work.volunteer_factor` where it is the default 1 (0.8.4, D29) nor a hazard phase's
+    keys of 0.9.0 at their defaults (D32), so that every bundle written before the fields
+    existed keeps the digest its stores recorded."""
     data = bundle.model_dump(mode="json", **dump)
     for s in data.get("subtask_types", []):
         if s["work"].get("volunteer_factor") == 1.0:
             del s["work"]["volunteer_factor"]
+    # the hazard keys of 0.9.0 (D32) at the values that read a bundle as before them
+    for ph in ((data.get("hazard") or {}).get("phases") or {}).values():
+        for key, default in HAZARD_KEY_DEFAULTS.items():
+            if key in ph and ph[key] == default:
+                del ph[key]
     return data
 
 
@@ -462,6 +480,13 @@ def bundle_digest(bundle: Bundle) -> str:
     (`model_sha256`) so that a sweep can tell a store made with another model from one it
     can keep."""
     return _sha256_json(_content(bundle, exclude=set(DESCRIPTIVE_KEYS)))
+
+
+def work_law_digest(bundle: Bundle) -> str:
+    """The digest without the `hazard` block too: what runs under the default work law
+    read (they never read the hazards, D10, D27), the same for two bundles that differ
+    in their hazards alone (`resultfile.HAZARD_REFITS`)."""
+    return _sha256_json(_content(bundle, exclude={*DESCRIPTIVE_KEYS, "hazard"}))
 
 
 def legacy_bundle_digest(bundle: Bundle) -> str:

@@ -481,7 +481,8 @@ class Execution(_Section):
     progress: Literal["work", "paper"] = "work"
     # The batch size the fitted hazards are evaluated at under progress: paper (D27):
     # "extrapolate", the batch's own size, also beyond the sizes the traces measured (the
-    # fitted polynomial as written); "clamp", clamped to the measured range, as the
+    # work-fraction hazard through the work table's linear extrapolation, D32; a paper-form
+    # hazard's polynomial as written); "clamp", clamped to the measured range, as the
     # consumption statistics are (D9). `gmmv hazards` shows what each does.
     hazard_batch_size: Literal["extrapolate", "clamp"] = "extrapolate"
     # The order executing batches run on a node (docs/model.md D28): "shared", every
