@@ -16,7 +16,7 @@ EXIT_MEANINGS = {
     EXIT_OK: "ok",
     EXIT_FAILURE: "unexpected failure",
     EXIT_USAGE: "usage/config/input error",
-    EXIT_NOT_MET: "targets not met (gmmv capacity)",
+    EXIT_NOT_MET: "ran, target not met (gmmv capacity: no capacity met the targets; gmmv hazards: a check failed)",
     EXIT_INTERRUPTED: "interrupted",
     EXIT_BROKEN_PIPE: "output pipe closed by its reader",
 }
