@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.io.bundle import write_bundle
-from gmm_volunteer.model.config import ConfigError, config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.model.bundle import write_bundle
+from gmm_volunteer.run.config import ConfigError, config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.hazard import hazard
 from gmm_volunteer.model.params import CPU, EXECUTION
-from gmm_volunteer.model.preflight import check_run
+from gmm_volunteer.run.preflight import check_run
 from gmm_volunteer.testing.synthetic import hazard_block, queueing_bundle, synthetic_bundle
 from test_invariants import run_checked
 
@@ -178,7 +178,7 @@ def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
     """`hazard_batch_size: clamp` evaluates the hazard of a batch larger than the largest
     measured size (16 on paper-scale) at that size; `extrapolate` at its own, where the
     fitted cubic terms make a batch of 64 all but unable to end (docs/model.md D27)."""
-    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.model.bundle import load_bundle, packaged_bundle
     from gmm_volunteer.model.params import build_params, pack_params
 
     path = packaged_bundle("paper-scale")

@@ -28,9 +28,9 @@ import pytest
 from numba import njit
 
 from engine_support import make_config
-from gmm_volunteer.io.bundle import validate_bundle, write_bundle
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.model.bundle import validate_bundle, write_bundle
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import work_factor
 from gmm_volunteer.model.params import CPU, EXECUTION, MAX_BATCH_TABLE, WORK_EXPONENTIAL, WORK_LOGNORMAL, build_params
 from gmm_volunteer.testing.synthetic import queueing_bundle, synthetic_bundle
@@ -287,7 +287,7 @@ def test_the_volunteer_factor_at_its_default_leaves_the_bundle_digest_as_before(
     """A bundle written before `work.volunteer_factor` existed keeps the digest its stores
     recorded (D29): 1 written out or left out is the same model, another factor is not;
     a factor of 0 or one above the bound is refused, naming the field."""
-    from gmm_volunteer.io.bundle import BundleError, bundle_digest, legacy_bundle_digest, load_bundle
+    from gmm_volunteer.model.bundle import BundleError, bundle_digest, legacy_bundle_digest, load_bundle
 
     data = synthetic_bundle()
     write_bundle(data, tmp_path / "none")
@@ -310,7 +310,7 @@ def test_a_volunteer_factor_table_is_read_at_the_users_cpu_maximum(tmp_path):
     CPU between its entries and constant beyond them. A one-entry table is the constant
     factor, trajectory for trajectory; an empty table, a CPU of 0 or a factor of 0 is
     refused, naming the field."""
-    from gmm_volunteer.io.bundle import BundleError, load_bundle
+    from gmm_volunteer.model.bundle import BundleError, load_bundle
 
     data = synthetic_bundle()
     data["subtask_types"][0]["work"]["volunteer_factor"] = {5.0: 2.0, 15.0: 1.5}
@@ -350,7 +350,7 @@ def test_work_scale_is_the_bundle_with_its_work_scaled(tmp_path):
     bundle whose work table is halved (halving is exact in floating point, through the
     table's interpolation too), and not the run at scale 1. Under `progress: paper` the
     work is not read, so a scale other than 1 is refused, naming the key."""
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     data = synthetic_bundle()
     write_bundle(data, tmp_path / "as-measured")
@@ -384,7 +384,7 @@ def test_a_volunteers_own_cpu_slows_its_executions_by_its_share(tmp_path):
     200 s on average keep each node busy about 1 % of the time, so that two batches rarely
     share a node (the closed form is for one). Under `progress: paper` a non-zero overhead
     is refused, naming the key."""
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     mu = 2.0
     path = tmp_path / "own"

@@ -79,7 +79,7 @@ def _simulate(config: Path, seeds, overrides=()) -> list:
 @functools.lru_cache(maxsize=None)
 def _simulated(config: str, seeds: tuple, overrides: tuple) -> tuple:
     from gmm_volunteer.io.results import build_dataset
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
     from gmm_volunteer.testbed.config import load_testbed
 
     out = []

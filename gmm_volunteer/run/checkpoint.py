@@ -172,7 +172,7 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
     atomically, then remove the older checkpoints there; return its path. `digest` is
     the model bundle's (computed when not given)."""
     from gmm_volunteer import __version__
-    from gmm_volunteer.io.bundle import bundle_digest
+    from gmm_volunteer.model.bundle import bundle_digest
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
     folder = Path(folder)
@@ -268,7 +268,7 @@ class Checkpointer:
         return 0 < sim.t < sim.steps and sim.t % self.every == 0
 
     def save(self, sim) -> Path:
-        from gmm_volunteer.io.bundle import bundle_digest
+        from gmm_volunteer.model.bundle import bundle_digest
 
         if self._digest is None:
             self._digest = bundle_digest(sim.bundle)
@@ -469,7 +469,7 @@ def config_of(path, man: dict | None = None):
     """The run config a checkpoint was made from (its ``output.path`` included)."""
     import yaml
 
-    from gmm_volunteer.model.config import ConfigError, config_from_dict
+    from gmm_volunteer.run.config import ConfigError, config_from_dict
 
     path = Path(path)
     man = read_manifest(path) if man is None else man
@@ -552,7 +552,7 @@ _SAFE = {
     ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"), ("builtins", "complex"),
     ("builtins", "range"), ("builtins", "bytearray"), ("builtins", "object"),
 }
-_OWN = ("gmm_volunteer.model.", "gmm_volunteer.policies.")
+_OWN = ("gmm_volunteer.model.", "gmm_volunteer.run.", "gmm_volunteer.policies.")
 
 
 class _Refused(CheckpointError):
@@ -630,8 +630,8 @@ def restore(path, cfg=None):
     holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
     it; without, its own config is used. The model bundle at the config's ``model`` path
     must be the one the run used. Raises `CheckpointError`."""
-    from gmm_volunteer.io.bundle import BundleError, accepted_digests, load_bundle
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.model.bundle import BundleError, accepted_digests, load_bundle
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.model.state import pack_state
 
     path = find(path)
@@ -664,7 +664,7 @@ def simulate_resumable(cfg, store, every: int, progress: bool = False):
     continuing from the checkpoint there if one was made from this config and version;
     return (record, step resumed from or 0, note). A checkpoint that cannot be resumed
     (another config, version or bundle, or damaged) is replaced, and the note says why."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     folder = checkpoint_dir(store)
     remove_unfinished(folder)

@@ -724,7 +724,7 @@ def _blame_overrides(text: str, source: str, overrides: list[str]) -> str:
 def validate_testbed_section(section: Any, source: str = "<config>"):
     """The `testbed:` section (docs/testbed.md) as a `testbed.section.Testbed`; a
     ConfigError names ``testbed.<key>``."""
-    from gmm_volunteer.testbed.section import SECTION, Testbed
+    from gmm_volunteer.run.testbed_section import SECTION, Testbed
 
     if section is None:
         section = {}
@@ -779,7 +779,7 @@ def _absolute(p: str, base: Path, source: str = "<config>") -> str:
     if not resolved.is_dir():
         # Nothing there: a bare name (or the key left out) names a bundle shipped with the
         # package, so that a config outside the repository runs (docs/usage.md, "model").
-        from gmm_volunteer.io.bundle import packaged_bundle
+        from gmm_volunteer.model.bundle import packaged_bundle
 
         packaged = packaged_bundle("default" if p == DEFAULT_MODEL else p)
         if packaged is not None:
