@@ -39,7 +39,7 @@ MARKER = "CLOSED_JSON "
 
 
 def _bundle_dir() -> Path:
-    from gmm_volunteer.model.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import queueing_bundle
 
     path = Path(tempfile.gettempdir()) / f"gmmv-closed-network-bundle-{os.getuid()}"

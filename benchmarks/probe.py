@@ -326,7 +326,7 @@ def _maxrss_mb() -> float:
 def measure(cfg_path: str, overrides: list[str], steps: int, warmup: int) -> dict:
     """Build the probe for the config's population, run `warmup` untimed steps (loads or
     compiles the kernel), then time `steps` steps."""
-    from gmm_volunteer.model.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.run.config import load_config
     from gmm_volunteer.model.params import build_params, pack_params
 

@@ -15,7 +15,7 @@ import numpy as np
 
 
 def bundle_with_slots(root: Path, slots: int) -> Path:
-    from gmm_volunteer.model.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     b = synthetic_bundle()
@@ -26,7 +26,7 @@ def bundle_with_slots(root: Path, slots: int) -> Path:
 
 
 def cases(root: Path):
-    from gmm_volunteer.model.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     plain = root / "bundle"

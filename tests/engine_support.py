@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gmm_volunteer.model.bundle import write_bundle
+from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.run.config import config_from_dict
 from gmm_volunteer.testing.synthetic import synthetic_bundle
 

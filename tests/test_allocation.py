@@ -22,7 +22,7 @@ import pytest
 
 from engine_support import make_config
 from gmm_volunteer.model import rng
-from gmm_volunteer.model.bundle import load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
 from gmm_volunteer.run.config import config_from_dict
 from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.model.kernels.arma import yeo_johnson_inverse

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gmm_volunteer.fitting.catalog import CPU_STEP_PCT, MEMORY_STEP_MB, PAPER_BASE_PROFILE
-from gmm_volunteer.model.bundle import PACKAGED, load_bundle, packaged_bundle
+from gmm_volunteer.io.bundlefiles import PACKAGED, load_bundle, packaged_bundle
 from gmm_volunteer.run.config import load_config
 
 SHIPPED = PACKAGED / "paper-scale"

@@ -259,7 +259,8 @@ def test_mismatched_checkpoints_are_refused(saved, capsys, monkeypatch, syntheti
 def test_a_checkpoint_with_the_legacy_digest_of_its_bundle_resumes(saved):
     # Checkpoints of 0.8.0 made before issue 35 recorded the digest of the whole bundle
     # (stamp and provenance included): that digest of the same bundle is the same model.
-    from gmm_volunteer.model.bundle import bundle_digest, legacy_bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import bundle_digest, legacy_bundle_digest
 
     config, folder, step = saved
     manifest = json.loads((step / ck.MANIFEST).read_text())

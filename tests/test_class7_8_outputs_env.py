@@ -73,7 +73,7 @@ def test_class7_leftovers_of_a_killed_bundle_writer_are_cleaned_only_when_ours(t
     between moving the old bundle aside and renaming the new one leaves ``.<name>.old-<pid>``
     and no bundle. The next write at that path cleans the first, the second is restored
     or removed, and a folder of the same name that no bundle writer made is left alone."""
-    from gmm_volunteer.model.bundle import clean_bundle_leftovers, load_bundle, write_bundle
+    from gmm_volunteer.io.bundlefiles import clean_bundle_leftovers, load_bundle, write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     dead = 2**22 + 12345  # beyond the kernel's pid range: certainly gone

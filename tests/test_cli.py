@@ -434,7 +434,7 @@ def test_summarize_into_closed_pipe_is_quiet(workdir, engine, capsys, monkeypatc
 
 def test_run_end_to_end_with_engine(tmp_path, monkeypatch, capsys):
     pytest.importorskip("gmm_volunteer.run.engine")
-    from gmm_volunteer.model.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.io.results import open_result
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 

@@ -39,7 +39,7 @@ import pytest
 from engine_support import make_config
 from test_invariants import run_checked
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model.bundle import write_bundle
+from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.run.config import Exponential
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.params import CPU, EXECUTION

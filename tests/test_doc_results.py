@@ -13,7 +13,8 @@ import pytest
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io import resultdocs, resultfile
-from gmm_volunteer.model.bundle import PACKAGED, bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import PACKAGED, load_bundle
+from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
 REPO = Path(__file__).resolve().parents[1]

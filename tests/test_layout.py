@@ -1,6 +1,8 @@
-"""The package's layout (docs/api.md, "Module map"): no import cycles, including ones
-hidden by imports inside functions; the package, tests, benchmarks and examples use the
-new module paths only; the old paths of 0.3 still give the very same module objects."""
+"""The package's layout (docs/api.md, "Module map"): its folders are floors, each importing
+only its own and the ones below (the model on the ground, nothing under it); no import
+cycles, including ones hidden by imports inside functions; the package, tests, benchmarks
+and examples use the new module paths only; the old paths of 0.3 still give the very same
+module objects."""
 
 from __future__ import annotations
 
@@ -65,6 +67,64 @@ def import_graph(root: Path, package: str, exclude=frozenset()) -> dict[str, set
                 edges.add(target)
         graph[name] = edges
     return graph
+
+
+# The floors of docs/api.md's module map: a module imports its own folder's modules and
+# those of lower floors only. The top floor's folders use one another (the CLI runs
+# experiments, fits and the testbed).
+FLOORS = {"model": 0, "io": 1, "policies": 1, "run": 2, "experiments": 3, "optimisation": 3,
+          "fitting": 3, "cli": 3, "testbed": 3, "testing": 3}
+# Modules beside the floors that import nothing of the package, so that any floor reads them.
+LEAVES = {"_version", "trajectory", "starter"}
+
+
+def room(module: str) -> str:
+    """The folder (or leaf module) of the package that `module` is in; "" for the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def floor_violations(graph: dict[str, set[str]], floors=FLOORS, leaves=LEAVES) -> list[str]:
+    """Every import of the graph that goes to another folder not below the importer's
+    floor: ``a -> b`` strings. A module outside the floors and leaves (the package's
+    __init__, its import hooks) sits on the top, which imports any floor."""
+    top = max(floors.values())
+    bad = []
+    for module, targets in sorted(graph.items()):
+        here = room(module)
+        level = floors.get(here, top)
+        if level == top:
+            continue
+        for target in sorted(targets):
+            there = room(target)
+            if there != here and there not in leaves and floors.get(there, top) >= level:
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_each_floor_imports_only_its_own_and_lower_floors():
+    graph = import_graph(ROOT, "gmm_volunteer", exclude=SHIMS)
+    assert {room(m) for m in graph} >= set(FLOORS)  # every floor is there to be checked
+    bad = floor_violations(graph)
+    assert not bad, "imports up a floor or across one: " + "; ".join(bad)
+
+
+def test_the_model_imports_nothing_of_another_floor():
+    """docs/api.md: the model reads nothing of io, policies, the run layer, experiments,
+    the CLI, fitting or the testbed; only the leaves beside the floors."""
+    graph = import_graph(ROOT, "gmm_volunteer", exclude=SHIMS)
+    model = {m: t for m, t in graph.items() if room(m) == "model"}
+    assert len(model) > 20  # the walk found the model
+    assert not [f"{m} -> {t}" for m, ts in model.items() for t in ts if room(t) not in {"model"} | LEAVES]
+
+
+def test_an_import_up_a_floor_or_across_one_is_found():
+    graph = {"pkg.model.a": {"pkg.model.b", "pkg._version"}, "pkg.model.b": {"pkg.run.c"},
+             "pkg.io.d": {"pkg.policies.e", "pkg.model.a"}, "pkg.policies.e": {"pkg.model.b"},
+             "pkg.run.c": {"pkg.io.d", "pkg.policies.e"}, "pkg.cli.f": {"pkg.testbed.g", "pkg.run.c"},
+             "pkg.testbed.g": {"pkg.cli.f"}, "pkg": {"pkg.cli.f"}, "pkg.run.h": {"pkg"}}
+    assert floor_violations(graph) == ["pkg.io.d -> pkg.policies.e", "pkg.model.b -> pkg.run.c",
+                                       "pkg.run.h -> pkg"]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gmm_volunteer.model.bundle import PACKAGED, packaged_bundle
+from gmm_volunteer.io.bundlefiles import PACKAGED, packaged_bundle
 from gmm_volunteer.run.config import ConfigError, load_config
 
 SHIPPED = PACKAGED / "default"

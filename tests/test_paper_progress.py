@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.model.bundle import write_bundle
+from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.hazard import hazard
@@ -178,7 +178,7 @@ def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
     """`hazard_batch_size: clamp` evaluates the hazard of a batch larger than the largest
     measured size (16 on paper-scale) at that size; `extrapolate` at its own, where the
     fitted cubic terms make a batch of 64 all but unable to end (docs/model.md D27)."""
-    from gmm_volunteer.model.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
     from gmm_volunteer.model.params import build_params, pack_params
 
     path = packaged_bundle("paper-scale")

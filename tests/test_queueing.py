@@ -36,7 +36,7 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.model.bundle import write_bundle
+from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.run.config import Exponential
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.testing.synthetic import queueing_bundle, queueing_config

@@ -159,7 +159,7 @@ def test_a_device_killed_mid_run_goes_offline_and_the_run_goes_on(tmp_path, caps
 
 
 def _live(scheduler: str, users: int = 3, seed: int = 0, user_memory: float = 900.0):
-    from gmm_volunteer.model.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.testbed.placement import LiveScheduler
 
     cfg = load_config(EXAMPLE)

@@ -28,7 +28,8 @@ import pytest
 from numba import njit
 
 from engine_support import make_config
-from gmm_volunteer.model.bundle import validate_bundle, write_bundle
+from gmm_volunteer.io.bundlefiles import write_bundle
+from gmm_volunteer.model.bundle import validate_bundle
 from gmm_volunteer.run.config import config_from_dict
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import work_factor
@@ -287,7 +288,8 @@ def test_the_volunteer_factor_at_its_default_leaves_the_bundle_digest_as_before(
     """A bundle written before `work.volunteer_factor` existed keeps the digest its stores
     recorded (D29): 1 written out or left out is the same model, another factor is not;
     a factor of 0 or one above the bound is refused, naming the field."""
-    from gmm_volunteer.model.bundle import BundleError, bundle_digest, legacy_bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import BundleError, bundle_digest, legacy_bundle_digest
 
     data = synthetic_bundle()
     write_bundle(data, tmp_path / "none")
@@ -310,7 +312,8 @@ def test_a_volunteer_factor_table_is_read_at_the_users_cpu_maximum(tmp_path):
     CPU between its entries and constant beyond them. A one-entry table is the constant
     factor, trajectory for trajectory; an empty table, a CPU of 0 or a factor of 0 is
     refused, naming the field."""
-    from gmm_volunteer.model.bundle import BundleError, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import BundleError
 
     data = synthetic_bundle()
     data["subtask_types"][0]["work"]["volunteer_factor"] = {5.0: 2.0, 15.0: 1.5}

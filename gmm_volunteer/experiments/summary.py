@@ -240,7 +240,8 @@ def allocation_in_effect(attrs: dict):
             return None
     fitted, error = None, None
     if any(law.base == "fitted" for law in laws.values()):
-        from gmm_volunteer.model.bundle import BundleError, load_bundle
+        from gmm_volunteer.io.bundlefiles import load_bundle
+        from gmm_volunteer.model.bundle import BundleError
 
         path = cfg.get("model") or attrs.get("model_bundle")
         try:

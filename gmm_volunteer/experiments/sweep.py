@@ -465,7 +465,8 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
     of this very bundle counts as made with it (`bundle.accepted_digests`). `digests`
     caches those by model path."""
     from gmm_volunteer._version import __version__
-    from gmm_volunteer.model.bundle import accepted_digests, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import accepted_digests
 
     attrs = store_attrs(run.path) or {}
     made_by = attrs.get("gmmv_version")

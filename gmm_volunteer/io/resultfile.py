@@ -151,7 +151,7 @@ def bundle_name(model_path: str) -> str:
     """The name a result gives the bundle a store recorded (`model_bundle`): a shipped
     bundle by its name (also when the store was made from another checkout of the
     package, `.../gmm_volunteer/bundles/NAME`), any other by its path."""
-    from gmm_volunteer.model.bundle import PACKAGED
+    from gmm_volunteer.io.bundlefiles import PACKAGED
 
     p = Path(model_path)
     try:
@@ -168,7 +168,8 @@ def current_bundle(name: str, root: Path):
     """The bundle `name` names now: a shipped bundle's name, a `module:function` returning
     bundle data (the synthetic bundles of the tests), or a bundle directory relative to
     the repository root. None when `name` is none of these."""
-    from gmm_volunteer.model.bundle import load_bundle, packaged_bundle, validate_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
+    from gmm_volunteer.model.bundle import validate_bundle
 
     if (shipped := packaged_bundle(name)) is not None:
         return load_bundle(shipped)

@@ -8,7 +8,7 @@ concern (`preflight.estimate_memory`); the ones here are the widths of stored id
 
 from __future__ import annotations
 
-from gmm_volunteer.run.config import ConfigError
+from gmm_volunteer.model.errors import ConfigError
 
 INT32_MAX = 2**31 - 1  # slot, batch, download and holder ids are int32
 REQUEST_TYPES_MAX = 127  # request types are int8 (state.rq_type, the request log)

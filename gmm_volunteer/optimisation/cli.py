@@ -85,7 +85,7 @@ def _check(args) -> tuple:
 def _cmd_tune(args: argparse.Namespace) -> int:
     cfg, train, test, names, baselines, out = _check(args)
     from gmm_volunteer.cli import feedback
-    from gmm_volunteer.model.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.optimisation.search import METRICS, compare, tune
 
     feedback.announce_compile()

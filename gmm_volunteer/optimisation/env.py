@@ -41,7 +41,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from gmm_volunteer.model.bundle import load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
 from gmm_volunteer.run.config import RunConfig
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import OUT_COMPLETED

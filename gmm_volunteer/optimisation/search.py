@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from gmm_volunteer.cli import feedback
-from gmm_volunteer.model.bundle import load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
 from gmm_volunteer.run.config import RunConfig, config_from_dict
 from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import OUT_COMPLETED

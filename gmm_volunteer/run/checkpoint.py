@@ -171,7 +171,7 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
     """Write `sim` (a `Simulation` between steps) as checkpoint ``step-<t>`` in `folder`,
     atomically, then remove the older checkpoints there; return its path. `digest` is
     the model bundle's (computed when not given)."""
-    from gmm_volunteer import __version__
+    from gmm_volunteer._version import __version__
     from gmm_volunteer.model.bundle import bundle_digest
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
@@ -412,7 +412,7 @@ def find(path) -> Path:
 def read_manifest(path) -> dict:
     """The checked ``checkpoint.json`` of checkpoint `path`: its format and versions must
     be this program's. Raises `CheckpointError`."""
-    from gmm_volunteer import __version__
+    from gmm_volunteer._version import __version__
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
     path = Path(path)
@@ -630,7 +630,8 @@ def restore(path, cfg=None):
     holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
     it; without, its own config is used. The model bundle at the config's ``model`` path
     must be the one the run used. Raises `CheckpointError`."""
-    from gmm_volunteer.model.bundle import BundleError, accepted_digests, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import BundleError, accepted_digests
     from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.model.state import pack_state
 

@@ -55,15 +55,9 @@ from gmm_volunteer.model.constants import RESOURCE_UNITS, RESOURCES  # noqa: E40
 from gmm_volunteer.model.demand import Demand  # noqa: E402  (a section defined in its own module)
 from gmm_volunteer.model.suggest import did_you_mean, known_keys, quoted_choices  # noqa: E402
 from gmm_volunteer.model.events import ScriptedEvent  # noqa: E402  (a section defined in its own module)
+from gmm_volunteer.model.errors import ConfigError  # noqa: E402  (the model's own checks raise it too)
 
 DEFAULT_MODEL = "models/default"
-
-
-class ConfigError(Exception):
-    """A run config (or an override) is unreadable or invalid.
-
-    The message has the form ``<file>: <dotted.key>: <problem>``, one line per problem.
-    """
 
 
 # ---------------------------------------------------------------------------------
@@ -779,7 +773,7 @@ def _absolute(p: str, base: Path, source: str = "<config>") -> str:
     if not resolved.is_dir():
         # Nothing there: a bare name (or the key left out) names a bundle shipped with the
         # package, so that a config outside the repository runs (docs/usage.md, "model").
-        from gmm_volunteer.model.bundle import packaged_bundle
+        from gmm_volunteer.io.bundlefiles import packaged_bundle
 
         packaged = packaged_bundle("default" if p == DEFAULT_MODEL else p)
         if packaged is not None:

@@ -18,7 +18,8 @@ import numpy as np
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer._version import __version__
 from gmm_volunteer.model import rng as rng_mod
-from gmm_volunteer.model.bundle import bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.model.demand import demand_arrays
 from gmm_volunteer.model.events import Script, check_events
 from gmm_volunteer.model.initial_data import fill_initial_data

@@ -34,7 +34,8 @@ _BUNDLES: dict[tuple, object] = {}
 def bundle_for(cfg, source: str):
     """The validated bundle of `cfg` (cached per file content); `ConfigError` naming
     ``model`` when it cannot be used."""
-    from gmm_volunteer.model.bundle import BundleError, bundle_file, load_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, load_bundle
+    from gmm_volunteer.model.bundle import BundleError
 
     import hashlib
 

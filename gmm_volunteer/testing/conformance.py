@@ -94,7 +94,7 @@ def _check_control(cls, options: dict, cfg, record) -> list[str]:
     """The control plane's promises, read back from a run's record."""
     if not getattr(cls, "scales", False):
         from gmm_volunteer.model.params import build_params
-        from gmm_volunteer.model.bundle import load_bundle
+        from gmm_volunteer.io.bundlefiles import load_bundle
 
         fixed = build_params(cfg, load_bundle(cfg.model)).amax[0].astype(np.float32)
         ok = np.array_equal(record.dedicated_capacity, np.broadcast_to(fixed, record.dedicated_capacity.shape))
@@ -172,7 +172,7 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     done = ["structure", "options round-trip", "unknown option refused"]
     with tempfile.TemporaryDirectory() as tmp:
         if model is None:
-            from gmm_volunteer.model.bundle import write_bundle
+            from gmm_volunteer.io.bundlefiles import write_bundle
             from gmm_volunteer.testing.synthetic import synthetic_bundle
 
             model = Path(tmp) / "bundle"
