@@ -1,4 +1,4 @@
-"""What ``import gmm_volunteer`` sets up besides the old module paths (`_moved`): the
+"""What ``import gmm_volunteer`` sets up: the
 ``ds.gmmv`` accessor on every `xarray.Dataset`, registered as soon as xarray is imported
 (at once when it already is), without importing xarray here: ``gmmv --help`` stays fast.
 """
