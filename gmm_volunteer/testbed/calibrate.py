@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from gmm_volunteer.run.testbed_section import Testbed
+from gmm_volunteer.run.config.testbed import Testbed
 
 MMAP_KB = Testbed().mmap_threshold_kb  # a testbed node's heap setting, by default
 

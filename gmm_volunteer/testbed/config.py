@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from gmm_volunteer.run.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
-from gmm_volunteer.run.testbed_section import SECTION, Testbed
+from gmm_volunteer.run.config.testbed import SECTION, Testbed
 
 LIVE_SCHEDULERS = ("centralized", "uniform")
 

@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             print(f"heap: {exc}", file=sys.stderr)
             return 2
     from gmm_volunteer.fitting.collect.procstat import cpu_ids, cpu_label, cpu_model
-    from gmm_volunteer.run.testbed_section import Testbed
+    from gmm_volunteer.run.config.testbed import Testbed
 
     fixed = Testbed().mmap_threshold_kb
     runs: dict[int, list[dict]] = {0: [], fixed: []}
