@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from engine_support import make_config
+from engine_support import assert_work_within_cpu_used, make_config, step_checking_shares
 from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.run.engine import Simulation
@@ -120,26 +120,8 @@ def test_shares_hold_every_step(paper_model, scheduler, server):
     cfg = make_config(paper_model, users=120, steps=400, scheduler=scheduler, server=server, seed=7,
                       execution={"progress": "paper"})
     sim = Simulation(cfg)
-    contended = 0
-    while sim.t < cfg.steps:
-        t = sim.t
-        sim.advance()
-        S = sim.arrays
-        touched = S.nd_touched[: S.n_touched[0]]
-        for r in (0, 1, CPU):
-            used, alloc = S.nd_cons[touched, r], S.alloc[touched, r]
-            assert np.all(used <= alloc * (1 + 1e-9) + 1e-9), (t, r)
-        assert S.ser_ucons[t, 0] <= S.alloc[0, 1] * (1 + 1e-6) + 1e-6
-        assert S.ser_ucons[t, 1] <= S.alloc[0, 0] * (1 + 1e-6) + 1e-6
-        contended += int(np.any(S.nd_fac[touched, 2] < 1.0))
-        sim.act_executor()
-        sim.act_scheduler()
-        sim.t += 1
-    assert contended > 10
-    rec = sim.record()
-    charged = rec.completed_work.astype(np.float64).sum(axis=0)
-    used = np.array([rec.server_consumption[:, CPU].sum(), rec.user_consumption[:, CPU].sum()]) / 100.0
-    assert charged.sum() > 0 and np.all(charged <= used * (1 + 1e-5) + 1e-3)
+    assert step_checking_shares(sim) > 10
+    assert_work_within_cpu_used(sim)
 
 
 @pytest.mark.parametrize("scheduler", ["centralized", "uniform", "affinity"])
