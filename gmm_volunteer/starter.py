@@ -22,6 +22,7 @@ STARTER = (
     "traces/resources",
     "traces/subtasks",
     "traces/downloads",
+    "traces/availability",          # a synthetic session sample: availability per device class
     "README.md",
     "docs/*.md",                    # the pages (their figures stay in the repository)
 )

@@ -217,7 +217,7 @@ def test_damaged_checkpoints_are_refused(saved, capsys):
     log.write_bytes(kept[log])
     pkl = step / ck.OBJECTS
     pkl.write_bytes(kept[pkl][:-1])
-    _refused(["run", "--resume", str(folder)], capsys, "objects.pkl", "bytes where", "damaged")
+    _refused(["run", "--resume", str(folder)], capsys, ck.OBJECTS, "bytes where", "damaged")
     pkl.write_bytes(kept[pkl])
     (step / ck.MANIFEST).write_text("{not json")
     _refused(["run", "--resume", str(folder)], capsys, "checkpoint.json", "unreadable")

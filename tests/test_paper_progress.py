@@ -159,7 +159,8 @@ def test_paper_needs_hazards_and_step_phase_changes(tmp_path, synthetic_model):
 def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
     """`hazard_batch_size: clamp` evaluates the hazard of a batch larger than the largest
     measured size (16 on paper-scale) at that size; `extrapolate` at its own, where the
-    fitted cubic terms make a batch of 64 all but unable to end (docs/model.md D27)."""
+    work-fraction hazard divides by the larger work of a batch of 64 and so ends it later,
+    step by step, than one of 16 (docs/model.md D27, D32)."""
     from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
     from gmm_volunteer.model.params import build_params, pack_params
 
@@ -171,19 +172,46 @@ def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
         P = pack_params(build_params(cfg, bundle))
         h[mode] = [hazard(P, 1, 0, 155.0, n, 0) for n in (16, 64)]
     assert h["clamp"][1] == h["clamp"][0] == h["extrapolate"][0]
-    assert h["extrapolate"][1] < 1e-100 < h["extrapolate"][0]
+    assert 0.0 < h["extrapolate"][1] < h["extrapolate"][0]
 
 
 def test_gmmv_hazards_prints_and_writes_a_result_file(tmp_path, capsys):
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.io import resultfile
 
-    assert main(["hazards", "paper-scale", "--sizes", "1", "64"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    assert main(["hazards", "paper-scale", "--sizes", "1", "64"]) == 0  # the checks without traces pass
+    out_text = capsys.readouterr().out
+    lines = out_text.split("\n\n")[0].splitlines()
     assert len(lines) == 1 + 2 * 14  # a header, two sizes of each of the 14 subtask types
+    assert "FAIL" not in out_text and out_text.count("PASS") == 3
     out = tmp_path / "h.md"
     assert main(["hazards", "paper-scale", "--sizes", "2", "-o", str(out)]) == 0
     result = resultfile.read(out)
     assert "paper-scale" in result.header["bundles"] and result.table.count("\n") == 2 + 14 - 1
     assert main(["hazards", str(tmp_path / "nowhere")]) == 2
     assert main(["hazards", "paper-scale", "--sizes", "0"]) == 2
+
+
+@pytest.mark.parametrize("name", ["default", "paper-scale"])
+def test_kernel_hazard_is_the_fitted_block(name):
+    """The kernel's `hazard` gives the probability `fitting.hazard.hazard_probability` gives
+    from the bundle's block, under the shipped forms (execution: work fraction; download
+    and upload: the paper form with log size; cloglog, per-type terms; docs/model.md D32),
+    for types, CPU, sizes (beyond the measured ones and the work table too) and ages drawn
+    at random."""
+    from gmm_volunteer.fitting.hazard import hazard_probability
+    from gmm_volunteer.fitting.hazard_check import _work
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
+    from gmm_volunteer.model.params import build_params, pack_params
+
+    path = packaged_bundle(name)
+    bundle = load_bundle(path)
+    P = pack_params(build_params(make_config(path, execution={"progress": "paper"}), bundle))
+    rng = np.random.default_rng(0)
+    for h, phase in enumerate(("download", "execution", "upload")):
+        block = bundle.hazard.phases[phase].model_dump()
+        for _ in range(200):
+            m = int(rng.integers(len(bundle.subtask_types)))
+            cons, size, age = float(rng.uniform(5, 200)), int(rng.integers(1, 700)), int(rng.integers(0, 5000))
+            want = hazard_probability(block, [cons], [size], [age], [m], [_work(bundle, m, size)])[0]
+            assert hazard(P, h, m, cons, size, age) == pytest.approx(want, rel=1e-9, abs=1e-300)

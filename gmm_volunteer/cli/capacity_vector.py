@@ -69,6 +69,9 @@ def check_scalar(args) -> None:
                                "(add --vector, --search or --weights); the scalar search takes --quantile")
     if args.max_evaluations is not None and args.max_evaluations < 1:
         raise CommandError(f"--max-evaluations must be >= 1 (got {args.max_evaluations})")
+    if getattr(args, "output", None) is not None:  # refused, not ignored: nothing would be written
+        raise CommandError(f"-o {args.output}: the scalar search writes no files (it prints its evaluations "
+                           "and answer); -o is the vector search's (add --vector, --search or --weights)")
 
 
 def _outputs(prefix: Path, frontier_pair) -> dict[str, Path]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-EXIT_NOT_MET = 3  # a search ran to its end and no candidate met the targets (gmmv capacity)
+EXIT_NOT_MET = 3  # the command ran to its end and its target was not met: no candidate met the
+# targets (gmmv capacity), the fitted hazard fails a check (gmmv hazards)
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a process killed by it
 

@@ -68,6 +68,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         check_output_target(grid.output, "-o" if args.output else f"{args.grid}: output")
     if args.dask_address is None and not args.dry_run:
         _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
+    if args.checkpoint_every is not None:  # a policy without checkpoint hooks: said now, not per run
+        from gmm_volunteer.run.checkpoint import CheckpointError, check_checkpointable
+
+        for r in grid.runs():
+            try:
+                check_checkpointable(r.config)
+            except CheckpointError as exc:
+                raise CommandError(f"--checkpoint-every: {r.name}: {exc}") from None
     if args.dry_run:
         digests: dict = {}
         for r in grid.runs():

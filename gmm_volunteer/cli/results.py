@@ -50,6 +50,9 @@ def render_table(name: str, ds, results):
     import importlib
 
     _, module, func, slo_minutes = TABLES[name]
+    if slo_minutes and "autoscaler" not in ds.dims:  # the autoscaler tables compare its values
+        raise ValueError("the sweep has no autoscaler dimension (a grid over `autoscaler`); dimensions: "
+                         + (", ".join(map(str, ds.dims)) or "none"))
     if slo_minutes:
         from gmm_volunteer.experiments.autoscale_report import add_run_metrics
 
@@ -98,6 +101,11 @@ def _cmd_join(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.outputs import check_result_target
     from gmm_volunteer.io import resultfile
 
+    for label in args.labels:  # a label heads columns of the joined table
+        if "|" in label or "\n" in label or "\r" in label or not label.strip():
+            raise CommandError(f"--label {label!r}: a table's column heading cannot hold '|' or a line "
+                               "break, nor be empty")
+    out = check_result_target(args.output, inputs=args.files)  # before anything is read
     try:
         results = [resultfile.read(f) for f in args.files]
         table = resultfile.join(results, args.on, args.keep, args.columns, args.labels)
@@ -115,7 +123,6 @@ def _cmd_join(args: argparse.Namespace) -> int:
         for name, digest in r.header["bundles"].items():
             if bundles.setdefault(name, digest) != digest:
                 raise CommandError(f"{r.path}: bundle {name!r} has another digest than in the other files")
-    out = check_result_target(args.output)
     this = ["gmmv", "results", "join", *args.files, "--on", args.on, *(x for k in args.keep for x in ("--keep", k)),
             *(x for c in args.columns for x in ("--column", c)), *(x for lab in args.labels for x in ("--label", lab)),
             "-o", args.output]

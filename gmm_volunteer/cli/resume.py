@@ -44,6 +44,16 @@ def _check_every(every) -> None:
         raise CommandError(f"--checkpoint-every: must be a number of steps >= 1 (got {every})")
 
 
+def _check_checkpointable(cfg) -> None:
+    """Refuse, before the run starts, a run whose policies cannot be checkpointed."""
+    from gmm_volunteer.run import checkpoint as ck
+
+    try:
+        ck.check_checkpointable(cfg)
+    except ck.CheckpointError as exc:
+        raise CommandError(f"--checkpoint-every: {exc}") from None
+
+
 def _check_folder(folder: Path) -> None:
     """Refuse a checkpoint folder that holds what this program did not write."""
     from gmm_volunteer.run import checkpoint as ck
@@ -74,6 +84,7 @@ def _fresh(args: argparse.Namespace) -> int:
     if args.config is None:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
     cfg = load_checked_config(args.config, args.set, 1)
+    _check_checkpointable(cfg)
     out = _output(Path(args.output) if args.output else cfg.output_path(args.config), args.force,
                   "-o" if args.output else "output.path")
     cfg.output.path = str(out)
@@ -128,6 +139,7 @@ def _resume(args: argparse.Namespace) -> int:
         check_start(cfg, f"{path / ck.MANIFEST} (config)")
     except ConfigError as exc:
         raise CommandError(f"--resume: {exc}") from None
+    _check_checkpointable(cfg)
     out = _output(Path(cfg.output.path), args.force, "output.path")
     folder = ck.checkpoint_dir(out)
     _check_folder(folder)

@@ -53,6 +53,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             log=log,
             progress=log.progress,
             workers=args.workers,
+            hazard_form=args.hazard_form,
+            hazard_link=args.hazard_link,
         )
         log(None)
     except TraceError as err:
@@ -112,6 +114,12 @@ def add_subcommands(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="bundle directory to write")
     p.add_argument("--quick", action="store_true", help="reduced ARMA grid p in {1,2,5}, q in {0,1,2}: minutes instead of tens of minutes")
     p.add_argument("--no-report", action="store_true", help="skip the diagnostics report")
+    from gmm_volunteer.fitting.hazard import FORMS, HAZARD_FORM, HAZARD_LINK, LINKS
+
+    p.add_argument("--hazard-form", choices=FORMS, default=HAZARD_FORM,
+                   help=f"form of the execution hazard (default {HAZARD_FORM}; docs/model.md D32)")
+    p.add_argument("--hazard-link", choices=LINKS, default=HAZARD_LINK,
+                   help=f"link of the hazards (default {HAZARD_LINK}; docs/model.md D32)")
     from gmm_volunteer.cli import argtypes
 
     p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, metavar="N",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from gmm_volunteer.fitting.arma import FULL_GRID, QUICK_GRID
-from gmm_volunteer.fitting.hazard import DEGREES
+from gmm_volunteer.fitting.hazard import DEGREES, HAZARD_FORM, HAZARD_LINK
 from gmm_volunteer.fitting.traces import TraceError, load_traces
 from gmm_volunteer.model.constants import RESOURCES
 
@@ -29,7 +29,7 @@ def _created(created: str | None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _provenance(traces, traces_dir, candidates, degrees) -> str:
+def _provenance(traces, traces_dir, candidates, degrees, hazard_form=HAZARD_FORM, hazard_link=HAZARD_LINK) -> str:
     m = traces.machine
     grid = "full ARMA grid" if set(candidates) == set(FULL_GRID) else f"reduced ARMA grid {sorted(candidates)}"
     levels = sorted(set(traces.downloads["level_mbps"].tolist()))
@@ -37,7 +37,7 @@ def _provenance(traces, traces_dir, candidates, degrees) -> str:
         f"fitted by `gmmv fit {traces_dir}` from resources/ ({m.get('cpu_model', '?')}, {m.get('date', '?')}, "
         f"{len(traces.resources)} samples), subtasks/ ({len(traces.runs)} runs of {len(traces.catalog)} subtask types), "
         f"downloads/ ({traces.downloads['run_id'].nunique()} downloads at {levels} Mbit/s); {grid}; "
-        f"hazard degrees {list(degrees)}"
+        f"hazard degrees {list(degrees)}, execution form {hazard_form}, link {hazard_link}"
         + ("; download levels marked preliminary in levels.json" if (traces.levels or {}).get("preliminary") else "")
     )
 
@@ -100,7 +100,8 @@ def _series_stages_in_parallel(traces, candidates, tick: Callable[[int], None]) 
 
 def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
                  log: Callable[[str], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None, workers: int = 1) -> tuple[dict, dict]:
+                 progress: Callable[[int, int], None] | None = None, workers: int = 1,
+                 hazard_form: str = HAZARD_FORM, hazard_link: str = HAZARD_LINK) -> tuple[dict, dict]:
     """Fit every component; return (bundle dict, diagnostics for the report).
 
     `log(message)` is told which component is being fitted before each one starts;
@@ -125,7 +126,7 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
 
     from gmm_volunteer.fitting.catalog import derived_base_profile, subtask_type_blocks, task_type_blocks
     from gmm_volunteer.fitting.consumption import fit_allocation, fit_consumption
-    from gmm_volunteer.fitting.hazard import fit_hazard
+    from gmm_volunteer.fitting.hazard_select import fit_hazard
     from gmm_volunteer.fitting.memory import memory_blocks
     from gmm_volunteer.fitting.work import work_blocks
 
@@ -146,8 +147,8 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
         say(f"fitting consumption series (per subtask type and resource; {grid})")
         with counted(n_cons):
             consumption, cons_diag = fit_consumption(traces, candidates)
-    say(f"fitting the completion hazard (degrees {list(degrees)})")
-    hazard, hazard_diag = fit_hazard(traces, degrees)
+    say(f"fitting the completion hazard (degrees {list(degrees)}, each batch size left out in turn)")
+    hazard, hazard_diag = fit_hazard(traces, degrees, hazard_form, hazard_link)
     say("fitting memory and work per subtask type")
     memory = memory_blocks(traces)
     work, work_diag = work_blocks(traces)
@@ -159,7 +160,7 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
         "format_version": 2,
         "provisional": False,
         "created": _created(created),
-        "provenance": _provenance(traces, traces_dir, candidates, degrees),
+        "provenance": _provenance(traces, traces_dir, candidates, degrees, hazard_form, hazard_link),
         "resources": list(RESOURCES),
         "allocation": allocation,
         "subtask_types": subtask_type_blocks(traces, memory, work),
@@ -188,6 +189,8 @@ def fit_bundle(
     log: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
     workers: int = 1,
+    hazard_form: str = HAZARD_FORM,
+    hazard_link: str = HAZARD_LINK,
 ) -> Path:
     """Fit a bundle from `traces_dir` and write it to `out_dir` (atomically).
 
@@ -203,15 +206,26 @@ def fit_bundle(
     say = log or (lambda message: None)
     say(f"reading and checking traces in {traces_dir}")
     traces = load_traces(traces_dir)
+    classes = _fit_availability(traces_dir, say)  # seconds, and bad sessions fail before the long stages
     from gmm_volunteer.fitting.determinism import single_threaded
 
     with single_threaded():  # the same traces give the same bundle, run to run
         bundle, diag = build_bundle(traces, traces_dir, candidates, degrees, created, log=log, progress=progress,
-                                    workers=workers)
-    validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
+                                    workers=workers, hazard_form=hazard_form, hazard_link=hazard_link)
+    model = validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
+    say("checking the execution hazard against the traces")
+    from gmm_volunteer.fitting.hazard_select import checks_of_fit
+
+    diag["hazard"]["checks_text"], passed = checks_of_fit(model, traces, diag["hazard"])
+    if not passed:
+        import sys
+
+        print(diag["hazard"]["checks_text"], file=sys.stderr)
     tmp = Path(tempfile.mkdtemp(prefix="gmmv-fit-report-"))
     try:
         extra = {}
+        if classes is not None:
+            extra.update(_availability_files(classes, traces_dir, tmp, report))
         if report:
             from gmm_volunteer.fitting.report import write_report
 
@@ -222,6 +236,36 @@ def fit_bundle(
         return write_bundle(bundle, out_dir, extra_files=extra)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fit_availability(traces_dir, say):
+    """The availability laws per device class, when the traces hold `availability/`
+    (`fitting.availability`); None otherwise. Raises `TraceError` before anything is written."""
+    from gmm_volunteer.fitting import availability
+
+    folder = Path(traces_dir) / availability.FOLDER
+    if not folder.exists():
+        return None
+    say(f"fitting the availability laws per device class from {folder}")
+    return availability.fit_availability(folder)
+
+
+def _availability_files(classes, traces_dir, tmp: Path, report: bool) -> dict:
+    """`availability.yaml` (the chosen laws, as the config writes them) and its report."""
+    import yaml
+
+    from gmm_volunteer.fitting import availability
+
+    source = Path(traces_dir) / availability.FOLDER
+    path = tmp / "availability.yaml"
+    header = (f"# Availability laws per device class, fitted by `gmmv fit` from {source}\n"
+              "# (paper section 2.2; docs/fitting.md, 'Availability'). Each class's laws go in a\n"
+              "# config's `availability:` section.\n")
+    path.write_text(header + yaml.safe_dump(availability.classes_config(classes), sort_keys=False))
+    files = {"availability.yaml": path}
+    if report:
+        availability.write_report(classes, tmp / "report", str(source))  # beside the bundle's report
+    return files
 
 
 __all__ = ["fit_bundle", "build_bundle", "TraceError", "FULL_GRID", "QUICK_GRID"]

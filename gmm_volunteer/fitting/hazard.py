@@ -2,33 +2,51 @@
 
 For each phase (download, execution, upload) a discrete-time hazard model is fitted on
 person-period data: a run whose phase lasted D = max(1, ceil(seconds)) steps gives
-rows for ages 0..D-1, the last one with event = 1. Covariates, standardized over the
-person-period rows: c = consumption of the phase's resource in that second,
-n = batch size, l = log(age + 1). The linear predictor holds every monomial of
-(zc, zn, zl) of total degree 1..q, an intercept and one-hot subtask type (the first
-fitted type is the reference, its type_coef 0). Fitted by maximum likelihood with
-statsmodels Logit; the common degree q in {1, 2, 3} minimizes the mean AIC over the
-three phases. Types that always finish a phase in its first step and separated data
-are handled in `fit_phase` (docs/fitting.md).
+rows for ages 0..D-1, the last one with event = 1. Paper 2.2's covariates, standardized
+over the person-period rows: c = consumption of the phase's resource in that second,
+n = batch size (entered as log n), l = log(age + 1). The linear predictor holds every
+monomial of (zc, zn, zl) of total degree 1..q, an intercept and the subtask type, which
+enters the intercept and every monomial: each type has the shared coefficients plus a
+deviation of its own, the deviations pooled toward zero by the estimator's ridge
+penalty (docs/model.md D32). The link is logit (the paper's) or complementary log-log.
+
+`form: work_fraction` (execution only) replaces the covariates by the fraction of the
+batch's mean work one step does, s = c / 100 / W_m(n) (W from the bundle's work table,
+D10), and the fraction done, f = (age + 1) s: log s enters as an offset (coefficient 1,
+`OFFSET_TERM`), log f as the polynomial. The hazard depends on how far the batch has
+come, so a larger batch (more work) or less CPU ends later by construction wherever the
+hazard rises with f.
+
+One estimator for every candidate: ridge-penalized maximum likelihood (`PENALTY` on every
+coefficient but the intercept), which exists under separation too; the degree q of each
+phase is the one with the highest likelihood of the batch sizes left out, one at a time
+(`fitting/hazard_select.py`).
 """
 
 from __future__ import annotations
 
 import itertools
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from gmm_volunteer.fitting.rounding import sig, sig_list
+from gmm_volunteer.fitting.rounding import sig, sig_list, sig_matrix
 
 PHASE_RESOURCE = {"download": "band_in", "execution": "cpu", "upload": "band_out"}
 _COLUMN = {"band_in": "band_in_mbps", "band_out": "band_out_mbps", "cpu": "cpu_pct"}
 DEGREES = (1, 2, 3)
-# Ridge strength used only when the unpenalized MLE does not exist (separation).
-_RIDGE_ALPHA = 1e-3
-# Logit of a phase that always ends in its first step: h = 1 - 1e-13.
+LINKS = ("logit", "cloglog")
+FORMS = ("paper", "work_fraction")
+# What `gmmv fit` fits by default (docs/model.md D32: the form that holds on the traces)
+HAZARD_FORM, HAZARD_LINK = "work_fraction", "cloglog"
+# Ridge penalty (on the standardized scale) of every coefficient but the intercept: the
+# one estimator of every candidate; small against the hundreds of rows of a phase, it
+# keeps estimates finite where durations are (nearly) deterministic (separation).
+PENALTY = 1.0
+# Linear predictor of a phase that always ends in its first step: h = 1 - 1e-13 (logit).
 IMMEDIATE_LOGIT = 30.0
+# Fraction of work done below which a step counts as none (a batch charged no CPU)
+_MIN_FRACTION = 1e-6
 
 
 def duration_steps(seconds) -> np.ndarray:
@@ -36,17 +54,39 @@ def duration_steps(seconds) -> np.ndarray:
     return np.maximum(1, np.ceil(np.asarray(seconds, float) - 1e-9)).astype(int)
 
 
-def terms_for_degree(degree: int) -> list[tuple[int, int, int]]:
-    """Exponent triples (e_c, e_n, e_l) with total degree 1..degree, spec order."""
+def terms_for_degree(degree: int, covariates=(0, 1, 2)) -> list[tuple[int, int, int]]:
+    """Exponent triples (e_c, e_n, e_l) with total degree 1..degree, spec order; only the
+    covariates listed enter (the work-fraction form: its third alone)."""
     out = []
     for d in range(1, degree + 1):
-        out += sorted((t for t in itertools.product(range(d + 1), repeat=3) if sum(t) == d), reverse=True)
+        out += sorted((t for t in itertools.product(range(d + 1), repeat=3)
+                       if sum(t) == d and all(t[i] == 0 for i in range(3) if i not in covariates)), reverse=True)
     return out
+
+
+# The work-fraction form's offset: log of the fraction of work one step does, coefficient
+# 1, so that the hazard per step is a hazard per unit of work times the step's length
+# (a grouped continuous-time hazard under the complementary log-log link).
+OFFSET_TERM = (1, 0, 0)
+
+
+def offset(cov: np.ndarray, mean: np.ndarray, form: str) -> np.ndarray:
+    """The linear predictor's fixed part beside the intercept: x0 - mean0 (work fraction)."""
+    return cov[:, 0] - mean[0] if form == "work_fraction" else np.zeros(len(cov))
+
+
+def form_terms(degree: int, form: str) -> list[tuple[int, int, int]]:
+    """The fitted monomials of a form at a degree: the paper's every monomial of (zc, zn,
+    zl); the work-fraction form's powers of log f (beside its offset, `OFFSET_TERM`)."""
+    if form == "work_fraction":
+        return [(0, 0, k) for k in range(1, degree + 1)]
+    return terms_for_degree(degree)
 
 
 @dataclass
 class PersonPeriod:
-    """One row per (run, age) of a phase."""
+    """One row per (run, age) of a phase; `work` is the mean work (CPU-s) of the run's
+    type and batch size (for the work-fraction form; 1 where it is not used)."""
 
     run_id: np.ndarray
     type_idx: np.ndarray
@@ -54,9 +94,21 @@ class PersonPeriod:
     n: np.ndarray
     age: np.ndarray
     event: np.ndarray
+    work: np.ndarray | None = None
 
-    def covariates(self) -> np.ndarray:
-        return np.column_stack([self.c, self.n, np.log(self.age + 1.0)])
+    def subset(self, sel: np.ndarray) -> "PersonPeriod":
+        return PersonPeriod(*(None if getattr(self, f) is None else getattr(self, f)[sel]
+                              for f in self.__dataclass_fields__))
+
+
+def covariates(c, n, age, work=None, form: str = "paper", batch_size_scale: str = "log") -> np.ndarray:
+    """Raw covariate columns (c, n, l) of a form, before standardization."""
+    c, n, age = (np.asarray(x, float) for x in (c, n, age))
+    n_col = np.log(n) if batch_size_scale == "log" else n
+    if form == "work_fraction":
+        step = np.maximum(c / 100.0 / np.asarray(work, float), _MIN_FRACTION)  # fraction done per step
+        return np.column_stack([np.log(step), n_col, np.log(np.maximum((age + 1.0) * step, _MIN_FRACTION))])
+    return np.column_stack([c, n_col, np.log(age + 1.0)])
 
 
 def consumption_paths(traces, phase: str) -> dict:
@@ -80,173 +132,200 @@ def person_period(traces, phase: str) -> PersonPeriod:
     steps = duration_steps(runs[f"{phase}_s"].to_numpy(float))
     cols = {k: [] for k in ("run_id", "type_idx", "c", "n", "age", "event")}
     for (_, run), d in zip(runs.iterrows(), steps):
-        ages = np.arange(d)
         cols["run_id"].append(np.full(d, run["run_id"]))
         cols["type_idx"].append(np.full(d, types.index(run["subtask_type"])))
         cols["c"].append(extend_path(paths[run["run_id"]], d))
         cols["n"].append(np.full(d, float(run["batch_size"])))
-        cols["age"].append(ages.astype(float))
+        cols["age"].append(np.arange(d, dtype=float))
         ev = np.zeros(d)
         ev[-1] = 1.0
         cols["event"].append(ev)
-    return PersonPeriod(**{k: np.concatenate(v) for k, v in cols.items()})
+    pp = PersonPeriod(**{k: np.concatenate(v) for k, v in cols.items()})
+    pp.work = np.ones(len(pp.age))
+    return pp
+
+
+def inverse_link(eta: np.ndarray, link: str) -> np.ndarray:
+    """h from the linear predictor, overflow-safe."""
+    eta = np.asarray(eta, float)
+    if link == "cloglog":
+        return -np.expm1(-np.exp(np.minimum(eta, 30.0)))
+    e = np.exp(-np.abs(eta))
+    return np.where(eta >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _log_lik(y, eta, link) -> float:
+    """Bernoulli log-likelihood at linear predictor eta, computed without cancellation."""
+    if link == "cloglog":
+        mu = inverse_link(eta, link)
+        log1m = -np.exp(np.minimum(eta, 30.0))  # log(1 - h)
+        return float(np.sum(np.where(y > 0, np.log(np.maximum(mu, 1e-300)), log1m)))
+    # logit: log h = -log(1 + e^-eta), log(1 - h) = -log(1 + e^eta)
+    return float(np.sum(np.where(y > 0, -np.logaddexp(0.0, -eta), -np.logaddexp(0.0, eta))))
+
+
+def penalized_fit(y: np.ndarray, X: np.ndarray, link: str, penalty: float = PENALTY,
+                  offset: np.ndarray | None = None, max_iter: int = 200) -> tuple[np.ndarray, float, bool]:
+    """Ridge-penalized ML of a binomial GLM (column 0 the unpenalized intercept; `offset`
+    added to the linear predictor with coefficient 1) by Fisher scoring with step
+    halving: (coefficients, log-likelihood, converged)."""
+    off = np.zeros(len(y)) if offset is None else offset
+    p = X.shape[1]
+    lam = np.full(p, penalty)
+    lam[0] = 0.0
+    beta = np.zeros(p)
+    rate = np.clip(y.mean(), 1e-6, 1 - 1e-6)
+    beta[0] = np.log(rate / (1 - rate)) if link == "logit" else np.log(-np.log1p(-rate))
+
+    def objective(b):
+        return _log_lik(y, X @ b + off, link) - 0.5 * np.sum(lam * b * b)
+
+    obj = objective(beta)
+    converged = False
+    for _ in range(max_iter):
+        eta = X @ beta + off
+        mu = np.clip(inverse_link(eta, link), 1e-12, 1 - 1e-12)
+        if link == "logit":
+            dmu = mu * (1 - mu)
+        else:
+            dmu = np.exp(np.minimum(eta, 30.0) - np.exp(np.minimum(eta, 30.0)))
+        w = dmu * dmu / (mu * (1 - mu))
+        score = X.T @ ((y - mu) * dmu / (mu * (1 - mu))) - lam * beta
+        info = (X * w[:, None]).T @ X + np.diag(lam) + 1e-10 * np.eye(p)
+        step = np.linalg.solve(info, score)
+        t = 1.0
+        while t > 1e-6:
+            cand = beta + t * step
+            new = objective(cand)
+            if new >= obj - 1e-12:
+                break
+            t /= 2
+        else:
+            break
+        done = abs(new - obj) < 1e-10 * (1 + abs(obj)) and np.max(np.abs(t * step)) < 1e-7
+        beta, obj = cand, new
+        if done:
+            converged = True
+            break
+    return beta, _log_lik(y, X @ beta + off, link), converged
 
 
 @dataclass
 class PhaseFit:
     block: dict
-    params: np.ndarray  # unrounded: intercept, term coefs, type dummies
-    bse: np.ndarray | None
-    aic: float
-    regularized: bool
+    params: np.ndarray  # unrounded: intercept, shared terms, type intercepts, type deviations
+    loglik: float
+    converged: bool
     terms: list
     mean: np.ndarray
     sd: np.ndarray
-    immediate: list  # subtask types whose phase always ends in its first step
+    immediate: list  # subtask types whose phase always ends in its first step (set aside)
+    fitted_types: list
 
 
-def design(cov: np.ndarray, type_idx: np.ndarray, dummy_types, terms, mean, sd) -> np.ndarray:
-    """Intercept, polynomial terms of standardized covariates, one dummy per type in
-    `dummy_types` (an int K means types 1..K-1, type 0 the reference)."""
-    if isinstance(dummy_types, (int, np.integer)):
-        dummy_types = range(1, int(dummy_types))
-    z = (cov - mean) / sd
-    cols = [np.ones(len(cov))]
-    for e in terms:
-        cols.append(np.prod([z[:, i] ** e[i] for i in range(3)], axis=0))
-    for k in dummy_types:
-        cols.append((type_idx == k).astype(float))
+def design(cov, type_idx, fitted_types, terms, mean, sd) -> np.ndarray:
+    """Intercept, the shared monomials of the standardized covariates, one intercept
+    dummy per fitted type but the first, and each fitted type's own copy of every
+    monomial (its deviation from the shared coefficient)."""
+    z = (np.asarray(cov, float) - mean) / sd
+    mono = [np.prod([z[:, i] ** e[i] for i in range(3)], axis=0) for e in terms]
+    cols = [np.ones(len(z)), *mono]
+    dummies = [(np.asarray(type_idx) == k).astype(float) for k in fitted_types]
+    cols += dummies[1:]
+    for d in dummies:
+        cols += [d * m for m in mono]
     return np.column_stack(cols)
 
 
-def hazard_probability(block: dict, c, n, age, type_idx) -> np.ndarray:
-    """h for covariate arrays, from a bundle phase block (used by diagnostics and tests)."""
-    mean, sd = np.asarray(block["covariate_mean"]), np.asarray(block["covariate_sd"])
-    cov = np.column_stack([np.asarray(c, float), np.asarray(n, float), np.log(np.asarray(age, float) + 1.0)])
-    z = (cov - mean) / sd
-    eta = np.full(len(cov), float(block["intercept"]))
-    for e, b in zip(block["terms"], block["coef"]):
-        eta += b * np.prod([z[:, i] ** e[i] for i in range(3)], axis=0)
-    eta += np.asarray(block["type_coef"], float)[np.asarray(type_idx, int)]
-    return 1.0 / (1.0 + np.exp(-eta))
+def linear_predictor(block: dict, c, n, age, type_idx, work=None) -> np.ndarray:
+    """eta of a bundle phase block at covariate arrays (the kernel's `hazard`, in numpy)."""
+    form = block.get("form", "paper")
+    cov = covariates(c, n, age, work, form, block.get("batch_size_scale", "raw"))
+    z = (cov - np.asarray(block["covariate_mean"])) / np.asarray(block["covariate_sd"])
+    type_idx = np.asarray(type_idx, int)
+    eta = float(block["intercept"]) + np.asarray(block["type_coef"], float)[type_idx]
+    dev = block.get("type_terms")
+    for f, (e, b) in enumerate(zip(block["terms"], block["coef"])):
+        coef = b + (np.asarray(dev, float)[type_idx, f] if dev else 0.0)
+        eta = eta + coef * np.prod([z[:, i] ** e[i] for i in range(3)], axis=0)
+    return eta
 
 
-def _logit(y: np.ndarray, X: np.ndarray):
-    """ML Logit fit, or None when the MLE does not exist or is not reached."""
-    import statsmodels.api as sm
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning, PerfectSeparationWarning
-
-    if not 0 < y.sum() < len(y):
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", PerfectSeparationWarning)
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        try:
-            res = sm.Logit(y, X).fit(disp=0, method="newton", maxiter=100)
-        except (PerfectSeparationWarning, np.linalg.LinAlgError, ValueError):
-            return None
-    if not res.mle_retvals.get("converged", False) or not np.all(np.isfinite(res.params)):
-        return None
-    return res
+def hazard_probability(block: dict, c, n, age, type_idx, work=None) -> np.ndarray:
+    """h for covariate arrays, from a bundle phase block (diagnostics and tests)."""
+    return inverse_link(linear_predictor(block, c, n, age, type_idx, work), block.get("link", "logit"))
 
 
-def fit_phase(pp: PersonPeriod, degree: int, n_types: int, resource: str) -> PhaseFit:
-    """Logit hazard of one phase at one polynomial degree.
-
-    A subtask type whose every run ends the phase in its first step has an infinite ML
-    type effect; its rows are set aside and its type_coef makes h = 1 (IMMEDIATE_LOGIT).
-    The other types are fitted by ML (reference: the first of them, type_coef 0); if the
-    MLE still does not exist (separation), by a lightly ridge-penalized binomial GLM.
-    """
-    import statsmodels.api as sm
-
-    present = sorted(set(pp.type_idx.astype(int).tolist()))
-    immediate = [k for k in present if pp.event[pp.type_idx == k].all() and (pp.age[pp.type_idx == k] == 0).all()]
-    rest = [k for k in present if k not in immediate]
-    sel = np.isin(pp.type_idx, rest)
-    cov = pp.covariates()[sel] if rest else pp.covariates()
+def _standardization(cov):
     mean = cov.mean(axis=0)
     sd = cov.std(axis=0, ddof=1) if len(cov) > 1 else np.zeros(3)
-    sd = np.where(sd > 1e-12, sd, 1.0)
-    type_coef = np.zeros(n_types)
+    return mean, np.where(sd > 1e-12, sd, 1.0)
+
+
+def fit_phase(pp: PersonPeriod, degree: int, n_types: int, resource: str, form: str = "paper",
+              link: str = "logit", penalty: float = PENALTY) -> PhaseFit:
+    """The hazard of one phase at one polynomial degree (see the module docstring).
+
+    Under the paper form a subtask type whose every run ends the phase in its first step
+    has an infinite effect; its rows are set aside and its type_coef makes h = 1
+    (IMMEDIATE_LOGIT). The work-fraction form keeps them: their fraction of work done at
+    age 0 is far above 1, which the shared coefficients carry.
+    """
+    present = sorted(set(pp.type_idx.astype(int).tolist()))
+    immediate = [] if form == "work_fraction" else [
+        k for k in present if pp.event[pp.type_idx == k].all() and (pp.age[pp.type_idx == k] == 0).all()]
+    rest = [k for k in present if k not in immediate]
+    sel = np.isin(pp.type_idx, rest)
+    cov = covariates(pp.c, pp.n, pp.age, pp.work, form)
+    mean, sd = _standardization(cov[sel] if rest else cov)
+    base = {"consumption_resource": resource, "form": form, "link": link, "batch_size_scale": "log"}
     if not rest:
         # every run of every type ends at once: h = 1, no covariate carries information
-        block = {
-            "consumption_resource": resource,
-            "covariate_mean": sig_list(mean),
-            "covariate_sd": sig_list(sd),
-            "terms": [],
-            "coef": [],
-            "intercept": IMMEDIATE_LOGIT,
-            "type_coef": [0.0] * n_types,
-            "aic": 2.0,  # one parameter, log-likelihood 0 (to 1e-10)
-        }
-        return PhaseFit(block, np.array([IMMEDIATE_LOGIT]), None, 2.0, False, [], mean, sd, immediate)
+        block = {**base, "link": "logit", "covariate_mean": sig_list(mean), "covariate_sd": sig_list(sd),
+                 "terms": [], "coef": [], "intercept": IMMEDIATE_LOGIT, "type_coef": [0.0] * n_types}
+        return PhaseFit(block, np.array([IMMEDIATE_LOGIT]), 0.0, True, [], mean, sd, immediate, [])
     # A covariate with u distinct values spans polynomials up to degree u - 1 only: higher
     # powers are collinear with the lower ones (a constant one is absorbed by the
     # intercept; batch sizes {1, 5} allow zn but not zn^2). Such terms are dropped.
-    distinct = [len(np.unique(cov[:, i])) for i in range(3)]
-    terms = [t for t in terms_for_degree(degree) if all(t[i] <= distinct[i] - 1 for i in range(3))]
-    X = design(cov, pp.type_idx[sel], rest[1:], terms, mean, sd)
-    y = pp.event[sel]
-    res = _logit(y, X)
-    if res is not None:
-        params, bse, llf, regularized = np.asarray(res.params, float), np.asarray(res.bse, float), float(res.llf), False
-    else:
-        # No finite MLE (separation): a small ridge penalty gives the finite estimate
-        # closest to it.
-        model = sm.GLM(y, X, family=sm.families.Binomial())
-        params = np.asarray(model.fit_regularized(alpha=_RIDGE_ALPHA, L1_wt=0.0).params, float)
-        bse, llf, regularized = None, float(model.loglike(params)), True
-    nt = len(terms)
+    distinct = [len(np.unique(cov[sel][:, i])) for i in range(3)]
+    terms = [t for t in form_terms(degree, form) if all(t[i] <= distinct[i] - 1 for i in range(3))]
+    X = design(cov[sel], pp.type_idx[sel], rest, terms, mean, sd)
+    params, llf, converged = penalized_fit(pp.event[sel], X, link, penalty, offset(cov[sel], mean, form))
+    nt, nk = len(terms), len(rest)
+    type_coef = np.zeros(n_types)
+    type_terms = np.zeros((n_types, nt))
     for j, k in enumerate(rest[1:]):
         type_coef[k] = params[1 + nt + j]
+    for j, k in enumerate(rest):
+        type_terms[k] = params[nt + nk + j * nt: nt + nk + (j + 1) * nt]
     for k in immediate:
         type_coef[k] = IMMEDIATE_LOGIT - params[0]
-    # set-aside rows are predicted with probability 1 - 1e-13: log-likelihood 0
-    aic = 2.0 * (len(params) + len(immediate)) - 2.0 * llf
-    block = {
-        "consumption_resource": resource,
-        "covariate_mean": sig_list(mean),
-        "covariate_sd": sig_list(sd),
-        "terms": [list(t) for t in terms],
-        "coef": sig_list(params[1 : 1 + nt]),
-        "intercept": sig(params[0]),
-        "type_coef": sig_list(type_coef),
-        "aic": sig(aic),
-    }
-    return PhaseFit(block, params, bse, aic, regularized, terms, mean, sd, immediate)
+        # the set-aside type's h = 1 whatever the covariates: no monomial of its own
+        type_terms[k] = -params[1: 1 + nt]
+    coef = params[1: 1 + nt]
+    block_terms = [list(t) for t in terms]
+    if form == "work_fraction":  # the offset as a term of coefficient sd: z * sd = x - mean
+        block_terms, coef = [list(OFFSET_TERM), *block_terms], np.concatenate([[sd[0]], coef])
+        type_terms = np.column_stack([np.zeros(n_types), type_terms])
+    block = {**base, "covariate_mean": sig_list(mean), "covariate_sd": sig_list(sd),
+             "terms": block_terms, "coef": sig_list(coef),
+             "intercept": sig(params[0]), "type_coef": sig_list(type_coef),
+             "type_terms": sig_matrix(type_terms) if len(block_terms) else None}
+    return PhaseFit(block, params, llf, converged, terms, mean, sd, immediate, rest)
 
 
-def select_hazard(pps: dict[str, PersonPeriod], n_types: int, degrees=DEGREES) -> tuple[dict, dict]:
-    """Fit every phase at every degree; keep the degree with the lowest mean AIC.
-
-    Returns the bundle's `hazard` block and {degree: {phase: PhaseFit}} for diagnostics.
-    """
-    fits = {q: {ph: fit_phase(pp, q, n_types, PHASE_RESOURCE[ph]) for ph, pp in pps.items()} for q in degrees}
-    mean_aic = {q: float(np.mean([f.aic for f in fits[q].values()])) for q in degrees}
-    best = min(degrees, key=lambda q: (mean_aic[q], q))
-    block = {"degree": int(best), "phases": {ph: fits[best][ph].block for ph in pps}}
-    return block, {"fits": fits, "mean_aic": mean_aic}
-
-
-def fit_hazard(traces, degrees=DEGREES) -> tuple[dict, dict]:
-    n_types = len(traces.catalog)
-    pps = {ph: person_period(traces, ph) for ph in PHASE_RESOURCE}
-    block, diag = select_hazard(pps, n_types, degrees)
-    diag["person_period"] = pps
-    return block, diag
-
-
-def fitted_survival(block: dict, paths: list[np.ndarray], n: np.ndarray, type_idx: np.ndarray, max_steps: int) -> np.ndarray:
+def fitted_survival(block: dict, paths: list[np.ndarray], n: np.ndarray, type_idx: np.ndarray, max_steps: int,
+                    work: np.ndarray | None = None) -> np.ndarray:
     """Mean over runs of S(d) = P(phase lasts > d steps), d = 0..max_steps, under the fit.
 
     Each run's consumption path is held at its last value beyond the measured seconds.
     """
     surv = np.zeros(max_steps + 1)
-    for path, nb, k in zip(paths, n, type_idx):
+    work = np.ones(len(paths)) if work is None else work
+    for path, nb, k, w in zip(paths, n, type_idx, work):
         c = extend_path(path, max_steps)
-        h = hazard_probability(block, c, np.full(max_steps, nb), np.arange(max_steps), np.full(max_steps, k))
+        with np.errstate(over="ignore"):
+            h = hazard_probability(block, c, np.full(max_steps, nb), np.arange(max_steps), np.full(max_steps, k),
+                                   np.full(max_steps, w))
         surv += np.concatenate([[1.0], np.cumprod(1.0 - h)])
     return surv / max(len(paths), 1)

@@ -115,13 +115,14 @@ def _survival_plots(bundle, diag, traces, path: Path) -> list[str]:
     from statsmodels.duration.survfunc import SurvfuncRight
 
     from gmm_volunteer.fitting.hazard import consumption_paths, duration_steps, fitted_survival
+    from gmm_volunteer.fitting.hazard_select import work_of_runs
 
     plt = _plt()
     types = [e["name"] for e in traces.catalog]
     runs = traces.runs.sort_values("run_id", kind="stable")
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
     lines = ["| phase | runs | median steps (data) | max abs S difference | fit |", "|---|---|---|---|---|"]
-    best = diag["hazard"]["fits"][bundle["hazard"]["degree"]]
+    best = diag["hazard"]["fits"]
     for ax, phase in zip(axes, PHASES):
         steps = duration_steps(runs[f"{phase}_s"].to_numpy(float))
         km = SurvfuncRight(steps.astype(float), np.ones(len(steps)))
@@ -137,6 +138,7 @@ def _survival_plots(bundle, diag, traces, path: Path) -> list[str]:
             runs["batch_size"].to_numpy(float),
             np.array([types.index(t) for t in runs["subtask_type"]]),
             d_max,
+            work_of_runs(diag["hazard"]["work_tables"], runs, types),
         )
         ax.step(grid, s_km, where="post", label="Kaplan-Meier (data)")
         ax.step(grid, s_fit, where="post", label="fitted hazard")
@@ -144,7 +146,9 @@ def _survival_plots(bundle, diag, traces, path: Path) -> list[str]:
         ax.set_xlabel("steps in phase")
         ax.set_ylabel("P(duration > d)")
         ax.set_ylim(-0.02, 1.02)
-        note = "ridge (no finite MLE)" if best[phase].regularized else "ML"
+        blk = best[phase].block
+        note = f"{blk['form']}, {blk['link']}, degree {max([sum(t) for t in blk['terms']] + [0])}"
+        note += "" if best[phase].converged else " (NOT CONVERGED)"
         if best[phase].immediate:
             note += "; always first step (h = 1): " + ", ".join(types[k] for k in best[phase].immediate)
         lines.append(f"| {phase} | {len(steps)} | {np.median(steps):.0f} | {np.max(np.abs(s_km - s_fit)):.3f} | {note} |")
@@ -251,10 +255,19 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         "progress by the work they need and the resources granted (section 'Execution work'); under "
         "execution.progress: paper these hazards end the phases (docs/model.md D27).",
         "",
-        f"Polynomial degree chosen by mean AIC over phases: {bundle['hazard']['degree']} "
-        f"(mean AIC per degree: {', '.join(f'{q}: {a:.1f}' for q, a in hz['mean_aic'].items())}).",
+        f"Execution form {hz['form']}, link {hz['link']} (docs/model.md D32). Polynomial degree of each "
+        "phase chosen by the log-likelihood of each measured batch size left out in turn "
+        "(one estimator, ridge-penalized ML, for every degree): "
+        + "; ".join(f"{ph}: " + ", ".join(f"{q}: {v:.1f}" for q, v in h.items()) for ph, h in hz["heldout"].items() if h)
+        + ".",
         "",
         *surv_lines,
+        "",
+        "### Checks of the execution hazard (docs/model.md D32; `gmmv hazards`)",
+        "",
+        "```",
+        *hz["checks_text"].splitlines(),
+        "```",
         "",
         "![Survival](survival.png)",
         "",

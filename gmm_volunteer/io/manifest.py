@@ -1,7 +1,8 @@
 """A manifest of a result store's files with their sizes and CRC-32 checksums, written
 last (after ``complete``) and checked when the store is opened: a store whose chunk
-folder was deleted or whose bytes changed is refused (exit 2) instead of being read as
-fill values, which zarr gives for missing chunks without complaint.
+folder was deleted or whose bytes changed, or holding a file its manifest does not list
+(a manifest emptied to ``files: {}`` included), is refused (exit 2) instead of being
+read as fill values, which zarr gives for missing chunks without complaint.
 
 Stores written before the manifest existed have none and open as before. A store that
 says it was written after (store format 4 and up, or gmmv 0.6.1 and later, in the
@@ -88,6 +89,14 @@ def verify_manifest(store: Path, attrs: dict | None = None) -> None:
             raise ValueError("not a store manifest")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CorruptStoreError(f"result store {store}: its manifest {MANIFEST_NAME} is unreadable ({exc})") from None
+    # The manifest lists every file the writer wrote: one listing fewer (or none) would
+    # let a file be changed or removed unseen, so each file of the store must be listed.
+    unlisted = [p.relative_to(store).as_posix() for p in _files(store)
+                if p.relative_to(store).as_posix() not in files]
+    if not files or unlisted:
+        what = f"{unlisted[0]} is not listed in it" if unlisted else "it lists no file"
+        raise CorruptStoreError(f"result store {store}: its manifest {MANIFEST_NAME} does not describe the "
+                                f"store ({what}); the store or its manifest was changed, re-run it")
     for rel, entry in sorted(files.items()):
         p = store / rel
         try:

@@ -186,6 +186,30 @@ def current_bundle(name: str, root: Path):
     return None
 
 
+# Shipped bundles whose hazard block alone was refitted (0.9.0, issue 48; docs/model.md
+# D32): digest recorded before -> that bundle's work-law digest (`bundle.work_law_digest`).
+# A result made with such a digest describes the bundle shipped now if the two work-law
+# digests agree, for runs under the default work law never read the hazards (D10, D27;
+# stores of both compared equal, variable for variable). Results that ran
+# `progress: paper` read them: those were marked stale when the hazards were refitted.
+HAZARD_REFITS = {
+    "default": {"cf6ced80d53b0854ed4e060dcc0d38db2b238b8be16566b7d73dd4f043d505bb":
+                "f78dfc99da242130de5e39df97c8f4b4928aaeb488b05c5ebd9078544a8fc32f"},
+    "paper-scale": {"b92c8f3c9da11ff3b35783d924c5084026a3744e34fa4911ca706630a1ecca56":
+                    "d63239ad2ebad0241a353b51abf06be64359de839ded0ee1b070df783b7f1167"},
+}
+
+
+def hazards_alone_differ(name: str, recorded: str, root: Path) -> bool:
+    """Whether bundle `name` now differs from the one of digest `recorded` in its hazard
+    block alone (`HAZARD_REFITS`)."""
+    from gmm_volunteer.model.bundle import work_law_digest
+
+    work = HAZARD_REFITS.get(str(name), {}).get(str(recorded))
+    bundle = current_bundle(str(name), root) if work is not None else None
+    return bundle is not None and work_law_digest(bundle) == work
+
+
 def current_digest(name: str, root: Path) -> str | None:
     """The digest `name` has now (`current_bundle`), computed as stores compute it
     (`bundle_digest`); None when `name` names no bundle."""
@@ -217,7 +241,8 @@ def header_problems(result: Result, root: Path, digests: dict | None = None) -> 
     """Why `result` does not describe the current model though it claims to (it is not
     marked stale): another trajectory version, a policy it lists (`policies`) whose
     trajectory version is another now, or a bundle whose digest is unknown or not the
-    digest of the bundle it names. Each problem names the file."""
+    digest of the bundle it names (but for a hazard-only refit, `HAZARD_REFITS`). Each
+    problem names the file."""
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION, policy_trajectory_version
 
     if result.stale:
@@ -242,7 +267,7 @@ def header_problems(result: Result, root: Path, digests: dict | None = None) -> 
                             f"nor a bundle directory under {root}")
         elif str(digest) == UNKNOWN:
             problems.append(f"{where}: the digest of bundle {name!r} it was made with is unknown: {fix}")
-        elif str(digest) != now:
+        elif str(digest) != now and not hazards_alone_differ(str(name), str(digest), root):
             problems.append(f"{where}: made with bundle {name!r} of digest {str(digest)[:12]}..., "
                             f"whose digest is now {now[:12]}...: {fix}")
     return problems
@@ -274,7 +299,16 @@ def join(results: list[Result], on: str, keep: list[str], columns: list[str], la
         for col in [on, *columns, *(keep if r is results[0] else [])]:
             if col not in names:
                 raise ResultFileError(f"{r.path}: its table has no column {col!r} (columns: {', '.join(names)})")
-        tables.append({row[names.index(on)]: dict(zip(names, row)) for row in rows})
+        keyed = {}
+        for row in rows:
+            if len(row) != len(names):
+                raise ResultFileError(f"{r.path}: a row of its table has {len(row)} cells for {len(names)} columns")
+            key = row[names.index(on)]
+            if key in keyed:  # which of the two rows is meant cannot be told: refused, not guessed
+                raise ResultFileError(f"{r.path}: its {on!r} column holds {key!r} twice; a key column "
+                                      "names each row once")
+            keyed[key] = dict(zip(names, row))
+        tables.append(keyed)
     keys = list(tables[0])
     for r, t in zip(results[1:], tables[1:]):
         if sorted(t) != sorted(keys):

@@ -10,6 +10,7 @@ model it holds, whatever file it came from.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import numpy as np
@@ -236,18 +237,29 @@ class Consumption(_Strict):
 
 class HazardPhase(_Strict):
     consumption_resource: Literal[CONSUMPTION_RESOURCES]
+    # docs/model.md D32: the covariates (paper: c, n, log(age + 1); work_fraction: log of the
+    # step's fraction of the work W_m(n), n, log of the fraction done), the link, n or log n
+    form: Literal["paper", "work_fraction"] = "paper"
+    link: Literal["logit", "cloglog"] = "logit"
+    batch_size_scale: Literal["raw", "log"] = "raw"
     covariate_mean: tuple[float, float, float]
     covariate_sd: tuple[float, float, float]
     terms: list[tuple[int, int, int]]
     coef: list[float]
     intercept: float
     type_coef: list[float]
+    # per subtask type, its deviation from each term's coefficient (None: none)
+    type_terms: list[list[float]] | None = None
     aic: float | None = None
 
     @model_validator(mode="after")
     def _shapes(self):
         if len(self.terms) != len(self.coef):
             raise ValueError(f"{len(self.terms)} terms but {len(self.coef)} coef")
+        if self.type_terms is not None and (len(self.type_terms) != len(self.type_coef)
+                                            or any(len(r) != len(self.terms) for r in self.type_terms)):
+            raise ValueError(f"type_terms must have one row per type_coef ({len(self.type_coef)}) "
+                             f"of one value per term ({len(self.terms)})")
         if any(s <= 0 for s in self.covariate_sd):
             raise ValueError("covariate_sd must be > 0")
         for i, t in enumerate(self.terms):
@@ -335,11 +347,40 @@ class Bundle(_Strict):
         return self
 
 
+# pydantic's names of union members in an error's location (``constrained-float``,
+# ``dict[constrained-float,constrained-float]``): its internals, not keys of the file.
+_MEMBER = re.compile(r"^(constrained-[a-z]+|[a-z_-]+\[.*\]|int|float|str|bool)$")
+
+
+def _readable(errors: list[dict]) -> list[dict]:
+    """`errors` with the keys of the file as locations: union members' names left out,
+    a dict key's own error said as such, and of a value that is a number or a table (the
+    volunteer factor) only the errors of the form the file used."""
+    out = []
+    for e in errors:
+        loc, key = [], False
+        for x in e["loc"]:
+            if x == "[key]":
+                key = True
+            elif not (isinstance(x, str) and _MEMBER.match(x)):
+                loc.append(str(x))
+        msg = e["msg"].removeprefix("Value error, ")
+        if key:
+            msg = f"the key {loc[-1]!r}: {msg}"
+            loc = loc[:-1]
+        out.append({**e, "loc": tuple(loc), "msg": msg})
+    deeper = {e["loc"][:n] for e in out for n in range(len(e["loc"]))}
+    other = {e["loc"] for e in out if e["type"] not in ("dict_type", "list_type")}
+    return [e for e in out
+            if not (e["type"] in ("float_type", "int_type") and e["loc"] in deeper)  # a table was given
+            and not (e["type"] in ("dict_type", "list_type") and e["loc"] in other)]  # a number was given
+
+
 def _format_error(err: ValidationError, source: str) -> str:
     lines = []
-    for e in err.errors()[:5]:
+    for e in _readable(err.errors())[:5]:
         loc = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
+        msg = e["msg"]
         if e["type"] == "finite_number":
             msg = f"must be a finite number (got {e.get('input')!r})"
         msg += _suggestion(e)
@@ -383,6 +424,7 @@ def validate_bundle(data: dict, source: str = "<bundle>") -> Bundle:
 # path as typed: `gmmv fit traces` and `gmmv fit traces/` write two texts). No run reads
 # them, so the digest leaves them out: two fits of the same traces have one digest.
 DESCRIPTIVE_KEYS = ("created", "provenance")
+HAZARD_KEY_DEFAULTS = {"form": "paper", "link": "logit", "batch_size_scale": "raw", "type_terms": None}
 
 
 def _sha256_json(data: dict) -> str:
@@ -395,12 +437,18 @@ def _sha256_json(data: dict) -> str:
 
 def _content(bundle: Bundle, **dump) -> dict:
     """The bundle as the digests read it: its JSON dump, without a subtask type's
-    `work.volunteer_factor` where it is the default 1 (0.8.4, D29), so that every bundle
-    written before the field existed keeps the digest its stores recorded."""
+    `work.volunteer_factor` where it is the default 1 (0.8.4, D29) nor a hazard phase's
+    keys of 0.9.0 at their defaults (D32), so that every bundle written before the fields
+    existed keeps the digest its stores recorded."""
     data = bundle.model_dump(mode="json", **dump)
     for s in data.get("subtask_types", []):
         if s["work"].get("volunteer_factor") == 1.0:
             del s["work"]["volunteer_factor"]
+    # the hazard keys of 0.9.0 (D32) at the values that read a bundle as before them
+    for ph in ((data.get("hazard") or {}).get("phases") or {}).values():
+        for key, default in HAZARD_KEY_DEFAULTS.items():
+            if key in ph and ph[key] == default:
+                del ph[key]
     return data
 
 
@@ -411,6 +459,13 @@ def bundle_digest(bundle: Bundle) -> str:
     (`model_sha256`) so that a sweep can tell a store made with another model from one it
     can keep."""
     return _sha256_json(_content(bundle, exclude=set(DESCRIPTIVE_KEYS)))
+
+
+def work_law_digest(bundle: Bundle) -> str:
+    """The digest without the `hazard` block too: what runs under the default work law
+    read (they never read the hazards, D10, D27), the same for two bundles that differ
+    in their hazards alone (`resultfile.HAZARD_REFITS`)."""
+    return _sha256_json(_content(bundle, exclude={*DESCRIPTIVE_KEYS, "hazard"}))
 
 
 def legacy_bundle_digest(bundle: Bundle) -> str:

@@ -133,6 +133,16 @@ class Script:
         self.actions = sorted(acts, key=lambda a: (a[0], a[1]))
         self.pos = 0
 
+    def checkpoint_state(self) -> dict:
+        """How far the script has come (its actions are rebuilt from the config)."""
+        return {"pos": self.pos}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        pos = state.get("pos") if isinstance(state, dict) and set(state) == {"pos"} else None
+        if type(pos) is not int or not 0 <= pos <= len(self.actions):
+            raise ValueError(f"script: position {pos!r} is not within its {len(self.actions)} actions")
+        self.pos = pos
+
     @property
     def next_event(self) -> int | float:
         return self.actions[self.pos][0] if self.pos < len(self.actions) else math.inf

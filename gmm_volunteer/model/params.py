@@ -49,6 +49,7 @@ PARAM_FIELDS = (
     "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over fifo vol_overhead "
     # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
     "paper_progress hz_nmax hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
+    "hz_form hz_link hz_logn hz_tdev hz_work "
     # allocations
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
@@ -67,13 +68,13 @@ PARAM_SPEC = {
         "al_zm al_zsd wk_lsd wk_vol sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in (
         "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
-        "hz_res hz_nterms").split()},
+        "hz_res hz_nterms hz_form hz_link hz_logn").split()},
     **{k: (np.float64, 2) for k in (
         "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels "
-        "hz_cm hz_cs hz_coef hz_type").split()},
+        "hz_cm hz_cs hz_coef hz_type hz_work").split()},
     **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
-    **{k: (np.float64, 3) for k in "cs_ar cs_ma".split()},
+    **{k: (np.float64, 3) for k in "cs_ar cs_ma hz_tdev".split()},
     **{k: (np.float64, 4) for k in "st_mean st_sd bt_mean bt_sd".split()},
     "hz_terms": (np.int64, 3),
 }
@@ -146,6 +147,15 @@ def work_table(batch_sizes, mean_cpu_s, n_max: int = MAX_BATCH_TABLE) -> np.ndar
     if len(batch_sizes) == 1:
         return float(mean_cpu_s[0]) / float(batch_sizes[0]) * np.arange(n_max + 1, dtype=np.float64)
     return memory_table(batch_sizes, mean_cpu_s, n_max)
+
+
+def hazard_work_table(batch_sizes, mean_cpu_s, n_max: int = MAX_BATCH_TABLE) -> np.ndarray:
+    """The work W_m(n) the work-fraction hazard divides by (docs/model.md D32): the work
+    table made non-decreasing in n (a running maximum), so that a larger batch never
+    has less work to do; size 0 reads size 1."""
+    w = np.maximum.accumulate(work_table(batch_sizes, mean_cpu_s, n_max))
+    w[0] = w[1]
+    return w
 
 
 def _arma_arrays(blocks, hist):
@@ -358,6 +368,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
     sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
     sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
     hz = hazard_arrays(bundle.hazard, n_types)
+    # the work the work-fraction hazard divides by (D32): the bundle's, not work_scale's
+    hz["hz_work"] = np.stack([hazard_work_table(st[m].work.batch_sizes, st[m].work.mean_cpu_s)
+                              for m in range(n_types)])
 
     raw = dict(
         n_users=n_users,
@@ -449,6 +462,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
 
 HAZARD_PHASES = PHASES  # phases DOWNLOAD..UPLOAD -> rows 0..2 of the hazard arrays
 HAZARD_AGE_TABLE = 4096  # log(age + 1) of batch ages tabulated for the hazards
+HAZARD_FORMS = ("paper", "work_fraction")  # hz_form codes (D32)
+HAZARD_LINKS = ("logit", "cloglog")  # hz_link codes
 
 
 def hazard_arrays(hazard, n_types: int) -> dict:
@@ -462,7 +477,9 @@ def hazard_arrays(hazard, n_types: int) -> dict:
     out = dict(hz_res=np.zeros(3, np.int64), hz_cm=np.zeros((3, 3)), hz_cs=np.ones((3, 3)),
                hz_terms=np.zeros((3, n_terms, 3), np.int64), hz_nterms=np.zeros(3, np.int64),
                hz_coef=np.zeros((3, n_terms)), hz_icpt=np.zeros(3), hz_type=np.zeros((3, n_types)),
-               hz_logage=np.log1p(np.arange(HAZARD_AGE_TABLE, dtype=np.float64)))
+               hz_logage=np.log1p(np.arange(HAZARD_AGE_TABLE, dtype=np.float64)),
+               hz_form=np.zeros(3, np.int64), hz_link=np.zeros(3, np.int64), hz_logn=np.zeros(3, np.int64),
+               hz_tdev=np.zeros((3, n_types, n_terms)))
     for h, name in enumerate(HAZARD_PHASES):
         ph = phases.get(name)
         if ph is None:
@@ -476,6 +493,11 @@ def hazard_arrays(hazard, n_types: int) -> dict:
             out["hz_coef"][h, : len(ph.coef)] = ph.coef
         out["hz_icpt"][h] = ph.intercept
         out["hz_type"][h] = ph.type_coef
+        out["hz_form"][h] = HAZARD_FORMS.index(ph.form)
+        out["hz_link"][h] = HAZARD_LINKS.index(ph.link)
+        out["hz_logn"][h] = ph.batch_size_scale == "log"
+        if ph.type_terms is not None and ph.terms:
+            out["hz_tdev"][h, :, : len(ph.terms)] = np.asarray(ph.type_terms)
     return out
 
 
@@ -536,6 +558,11 @@ def _pack(T):
     s.hz_icpt = T.hz_icpt
     s.hz_type = T.hz_type
     s.hz_logage = T.hz_logage
+    s.hz_form = T.hz_form
+    s.hz_link = T.hz_link
+    s.hz_logn = T.hz_logn
+    s.hz_tdev = T.hz_tdev
+    s.hz_work = T.hz_work
     s.min_data_mb = T.min_data_mb
     s.amax = T.amax
     s.al_p = T.al_p

@@ -321,14 +321,19 @@ def grow_if_needed(st: State, P: Params, t: int) -> State:
     return st._replace(**changes) if changes else st
 
 
-def _state_type():
-    """Struct type from a tiny allocation: field types do not depend on sizes."""
+def example_state() -> State:
+    """A tiny allocation: every field's dtype and number of dimensions, which do not
+    depend on sizes (the struct type below; a checkpoint's arrays are checked on them)."""
     from types import SimpleNamespace
 
-    example = allocate(SimpleNamespace(n_nodes=2, n_sub=1, n_req=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
-                              al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64),
-                              amax=np.zeros((2, N_RES))), 1)
-    return StateStruct(struct_fields(example))
+    return allocate(SimpleNamespace(n_nodes=2, n_sub=1, n_req=1, hist=1, max_slots=1, restart=0, b_hist=1, dl_hist=1,
+                                    al_p=np.zeros(N_RES, np.int64), al_q=np.zeros(N_RES, np.int64),
+                                    amax=np.zeros((2, N_RES))), 1)
+
+
+def _state_type():
+    """Struct type from a tiny allocation: field types do not depend on sizes."""
+    return StateStruct(struct_fields(example_state()))
 
 
 STATE_TYPE = _state_type()

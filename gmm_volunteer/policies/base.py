@@ -44,6 +44,37 @@ class Policy(Protocol):
     def act(self, S, P, t: int) -> None: ...
 
 
+CheckpointState = dict[str, Any]
+"""What a policy's ``checkpoint_state`` returns and ``restore_checkpoint`` takes back: a
+dict with str keys whose values are of the types a checkpoint holds
+(`gmm_volunteer.model.checkpoint_values.VALUE_TYPES`: None, bool, int, float, str,
+NumPy arrays and scalars of numbers, ``numpy.random.Generator``, and lists, tuples and
+str-keyed dicts of these). A checkpoint is plain data, never a pickle, so it can hold
+nothing else (docs/policies.md, "Checkpoints")."""
+
+CHECKPOINT_HOOKS = ("checkpoint_state", "restore_checkpoint")
+
+
+def checkpoint_refusal(cls) -> str | None:
+    """Why runs of policy class `cls` cannot be checkpointed, or None when they can.
+
+    A class of this package can (its base classes say it keeps no state; those that
+    keep some say what). A class from outside must define both hooks itself, in its
+    own body or a base of its own: one inherited from a class of this package does not
+    know the state the subclass adds, and a checkpoint would silently drop it."""
+    if not isinstance(cls, type):
+        return f"{cls!r} is a factory, not a policy class with checkpoint hooks"
+    ours = cls.__module__.split(".")[0] == "gmm_volunteer"
+    for hook in CHECKPOINT_HOOKS:
+        owner = next((k for k in cls.__mro__ if hook in vars(k)), None)
+        if owner is None:
+            return f"{cls.__module__}.{cls.__qualname__} has no {hook}() method"
+        if not ours and owner.__module__.split(".")[0] == "gmm_volunteer":
+            return (f"{cls.__module__}.{cls.__qualname__} does not define {hook}() (it inherits "
+                    f"{owner.__qualname__}'s, which does not know the state the class adds)")
+    return None
+
+
 class NoOptions(BaseModel):
     """Options of a policy that has none: any key is an error."""
 
@@ -122,6 +153,20 @@ class _KernelPolicy:
         """Variables this policy adds to the run record, (series, coords) as in
         `RunRecord.policy_series` / `policy_coords`; none by default."""
         return {}, {}
+
+    # -- checkpoints (docs/policies.md, "Checkpoints") ----------------------------------
+
+    def checkpoint_state(self) -> CheckpointState:
+        """What this policy changes during a run beyond its Generator ``rng`` (which the
+        checkpoint saves itself) and what `reset` and `prepare` rebuild from the config:
+        nothing for the package's stateless policies. Subclasses with state return it
+        here and take it back in `restore_checkpoint`."""
+        return {}
+
+    def restore_checkpoint(self, state: CheckpointState) -> None:
+        """Take back what `checkpoint_state` returned, after `reset` and `prepare`."""
+        if state:
+            raise ValueError(f"holds {', '.join(sorted(state))}, which {type(self).__qualname__} does not keep")
 
 
 class Scheduler(_KernelPolicy):

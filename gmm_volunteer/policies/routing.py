@@ -142,6 +142,24 @@ class Router(Scheduler):
     def kernel_args(self) -> tuple:
         return self._args
 
+    def checkpoint_state(self) -> dict:
+        """The routing state's arrays (placements, what the monitor learned, series)."""
+        return {"route": dict(self._R._asdict())}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        """Take back the arrays of `checkpoint_state`; each must have the field, dtype and
+        shape `prepare` gave it for this run (its kernels index them by the run's sizes)."""
+        route = state.get("route") if isinstance(state, dict) and set(state) == {"route"} else None
+        if not isinstance(route, dict) or set(route) != set(RouteState._fields):
+            raise ValueError("route: not the fields of a routing state")
+        for name, made in self._R._asdict().items():
+            got = route[name]
+            if not isinstance(got, np.ndarray) or got.dtype != made.dtype or got.shape != made.shape:
+                what = f"{got.dtype} {got.shape}" if isinstance(got, np.ndarray) else type(got).__name__
+                raise ValueError(f"route.{name}: {what}, where this run has {made.dtype} {made.shape}")
+        self._R = RouteState(**{name: route[name] for name in RouteState._fields})
+        self._args = (self._R,)
+
     def record_series(self, steps: int) -> tuple[dict, dict]:
         R = self._R
         series = {

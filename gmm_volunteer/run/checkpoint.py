@@ -1,19 +1,17 @@
 """Checkpoints of one run: the whole simulation written to disk every N steps, so that a
 killed run continues from its last checkpoint and ends in the store an uninterrupted run
-writes (docs/usage.md, "Checkpoints").
+writes (docs/usage.md, "Checkpoints"; the format: docs/formats.md section 3).
 
-What is saved is everything of a `Simulation` that a run changes: the state arrays (with
-the random streams `S.rng` and the per-step series and request log, i.e. the record so
-far), the executor, scheduler and autoscaler objects (options, their numpy Generators,
-a router's arrays), the control plane (units, orders, the monitor's scrapes), the
-scripted events' position, the seed sequence, the step counter and the wall time so far.
-It is taken generically: every attribute of the `Simulation` except those rebuilt from
-the config and the model bundle (`DERIVED`) is pickled in one pickle (so objects shared
-between attributes, such as the autoscaler the control plane holds, stay shared), with
-each NumPy array of at least `INLINE_BYTES` written to its own ``.npy`` file instead
-(pickle's persistent ids). Arrays are written one by one from the live state, never
-copied whole, so a checkpoint of a large run needs no second copy of the state in memory.
-Arrays the run has grown (`state.grow_if_needed`) are saved at their grown size.
+What is saved is everything of a `Simulation` that a run changes (`checkpoint_state`:
+state arrays, policies through their checkpoint hooks, control plane, script, seed
+sequence, step counter, wall time), as plain data (format 3): JSON and NumPy ``.npy``
+files read with ``allow_pickle=False`` (`checkpoint_values`). Reading one names no class
+and calls nothing it names, so a checkpoint from anywhere can at worst fail to load. A
+policy without checkpoint hooks (a plugin that does not define them) is refused before
+its run starts (`check_checkpointable`). Arrays of at least `INLINE_BYTES` are written
+one file each, one by one from the live state, never copied whole, so a checkpoint of a
+large run needs no second copy of the state in memory; arrays the run has grown
+(`state.grow_if_needed`) are saved at their grown size.
 
 Layout, beside the result store ``OUT``:
 
@@ -22,28 +20,24 @@ Layout, beside the result store ``OUT``:
             checkpoint.json     written last: versions, config, bundle digest, step,
                                 wall time, the size and SHA-256 of every other file,
                                 and the SHA-256 of all that (``sha256``)
-            objects.pkl         the pickled attributes
+            objects.json        the simulation's state as checkpoint values
             state-<field>.npy   state arrays by field name; array-<k>.npy other arrays
 
 A checkpoint is written into ``step-<t>.tmp-<pid>``, every file fsynced, then renamed to
 ``step-<t>`` (the rename is what makes it complete) and the older ones removed. A
 checkpoint is refused (`CheckpointError`) when a file is missing or its content does
-not match its digest, or when it was made by another checkpoint format, another gmmv
-or trajectory version (`gmm_volunteer.trajectory`), another config or another model
-bundle: resuming it would not continue the same trajectory.
+not match its digest, or when it was made by another checkpoint format (formats 1 and
+2 were pickles: never read), another gmmv or trajectory version
+(`gmm_volunteer.trajectory`), another config or another model bundle: resuming it would
+not continue the same trajectory.
 
-``checkpoint.json`` carries ``sha256``, the digest of the rest of it (config, step,
-steps, and every other file's digest), so that one digest covers config, state and
-objects; it is checked before anything is unpickled. The config a resumed run uses is
-the one the state was made from: an edited config (``steps``, ``users.count``,
-``capacity``, ``seed``) is refused, not resumed into a store that claims the new values
-over the old trajectory. The digest detects edits and damage, not a forgery: whoever
-can rewrite the folder can recompute it.
-
-Unpickling runs code named in the pickle: resume only checkpoints this program wrote.
-With plugins refused (``gmmv --no-plugins``, ``GMMV_NO_PLUGINS=1``), the pickle may only
-name this package's model and policy classes, NumPy's arrays and random generators and
-plain builtins (`_SAFE`); anything else is refused before it is called.
+``checkpoint.json``'s ``sha256`` is the digest of the rest of it (config, steps, every
+other file's digest): one digest covers config, state and objects, checked before
+anything else is read, so an edited config (``steps``, ``users.count``, ``seed``, ...) is
+refused rather than resumed into a store that claims the new values over the old
+trajectory. It detects edits and damage, not a forgery (whoever can rewrite the folder
+can recompute it); behind it every value is checked against what the config's run holds
+(`checkpoint_state.restore_simulation`, `_check_sizes`).
 
 While a run continues from (or writes) the checkpoints of a folder it holds an
 exclusive lock on that folder (`Hold`): a second resume of the same checkpoint is
@@ -55,29 +49,32 @@ from __future__ import annotations
 import datetime
 import fcntl
 import hashlib
-import io
 import json
 import os
-import pickle
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 
+# DERIVED and INLINE_BYTES are re-exported here (one definition each, where they are used).
+from gmm_volunteer.run.checkpoint_state import (  # noqa: F401
+    DERIVED, refusals, restore_simulation, simulation_state,
+)
+from gmm_volunteer.model.checkpoint_values import INLINE_BYTES, Unsupported, decode, encode  # noqa: F401
+
 FORMAT = "gmmv-checkpoint"
-FORMAT_VERSION = 2  # 2: checkpoint.json carries the digest of itself ("sha256")
+# 2: checkpoint.json carries the digest of itself ("sha256"); 3: plain data, no pickle
+FORMAT_VERSION = 3
 SUFFIX = ".checkpoint"
 MANIFEST = "checkpoint.json"
-OBJECTS = "objects.pkl"
-INLINE_BYTES = 1 << 12  # smaller arrays stay inside the pickle
-# Attributes of a Simulation rebuilt from the config and the bundle on resume (the
-# kernels' views S and P are rebuilt from the arrays and params).
-DERIVED = ("cfg", "bundle", "params", "P", "S", "steps")
+OBJECTS = "objects.json"
 
 _STEP = re.compile(r"^step-(?P<t>[0-9]{12})$")
 _TMP = re.compile(r"^step-[0-9]{12}\.tmp-(?P<pid>[0-9]+)$")
-_FILE = re.compile(r"^(checkpoint\.json|objects\.pkl|(state|array)-[A-Za-z0-9_]+\.npy)$")
+# Files of checkpoints this program writes (objects.pkl: format 2, removed but never read).
+_FILE = re.compile(r"^(checkpoint\.json|objects\.json|objects\.pkl|(state|array)-[A-Za-z0-9_]+\.npy)$")
+_DATA = re.compile(r"^(objects\.json|(state|array)-[A-Za-z0-9_]+\.npy)$")  # what format 3 lists
 
 
 class CheckpointError(ValueError):
@@ -126,7 +123,7 @@ def _digest(arr: np.ndarray) -> str:
 # -- writing ------------------------------------------------------------------------------
 
 class _Writer:
-    """Writes the arrays the pickler hands over, one file each, into `folder`."""
+    """Writes the arrays `checkpoint_values.encode` hands over, one file each, into `folder`."""
 
     def __init__(self, folder: Path, names: dict[int, str]):
         self.folder = folder
@@ -151,20 +148,9 @@ class _Writer:
         return name
 
 
-class _Pickler(pickle.Pickler):
-    def __init__(self, f, writer: _Writer):
-        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
-        self.writer = writer
-
-    def persistent_id(self, obj):
-        if type(obj) is np.ndarray and obj.nbytes >= INLINE_BYTES and not obj.dtype.hasobject:
-            return self.writer.array(obj)
-        return None
-
-
 def saved_attributes(sim) -> dict:
-    """The attributes of `sim` a checkpoint holds (everything but `DERIVED`)."""
-    return {k: v for k, v in vars(sim).items() if k not in DERIVED}
+    """What a checkpoint of `sim` holds, as checkpoint values (`checkpoint_state`)."""
+    return simulation_state(sim)
 
 
 def write_checkpoint(sim, folder, every: int | None = None, digest: str | None = None) -> Path:
@@ -189,12 +175,16 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
     try:
         names = {id(getattr(sim.arrays, f)): f"state-{f}" for f in sim.arrays._fields}
         writer = _Writer(tmp, names)
+        try:
+            tree = encode(simulation_state(sim), writer, "objects")
+        except (Unsupported, ValueError) as exc:
+            raise CheckpointError(f"{final}: cannot be written: {exc}") from None
+        data = json.dumps(tree, separators=(",", ":")).encode("ascii")
         with open(tmp / OBJECTS, "wb") as f:
-            hashing = _HashingFile(f)
-            _Pickler(hashing, writer).dump(saved_attributes(sim))
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        writer.files[OBJECTS] = {"sha256": hashing.hexdigest(), "bytes": (tmp / OBJECTS).stat().st_size}
+        writer.files[OBJECTS] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         manifest = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -227,24 +217,6 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
         if entry != final and _STEP.match(entry.name):
             _remove_checkpoint(entry)
     return final
-
-
-class _HashingFile(io.RawIOBase):
-    """A write-only file that hashes what passes through it."""
-
-    def __init__(self, f):
-        self.f = f
-        self.h = hashlib.sha256()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:
-        self.h.update(b)
-        return self.f.write(b)
-
-    def hexdigest(self) -> str:
-        return self.h.hexdigest()
 
 
 class Checkpointer:
@@ -425,8 +397,12 @@ def read_manifest(path) -> dict:
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         raise CheckpointError(f"{path / MANIFEST}: not a gmmv checkpoint")
     if man.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path}: checkpoint format {man.get('format_version')!r}; this gmmv "
-                              f"reads format {FORMAT_VERSION}")
+        old = type(man.get("format_version")) is int and man["format_version"] in (1, 2)
+        raise CheckpointError(
+            f"{path}: checkpoint format {man.get('format_version')!r}; this gmmv reads format {FORMAT_VERSION} "
+            "only" + ((" (formats 1 and 2, gmmv 0.8.8 and earlier, are a pickle, which can run any code "
+                       "when loaded; they are never read). Run the config again from the start")
+                      if old else ""))
     try:
         sealed = isinstance(man.get("sha256"), str) and man["sha256"] == seal(man)
     except (TypeError, ValueError):  # values JSON cannot write back (NaN, huge numbers)
@@ -451,7 +427,7 @@ def read_manifest(path) -> dict:
         raise CheckpointError(f"{path / MANIFEST}: step {man['step']} is not within the run's "
                               f"{man['steps']} steps: the checkpoint is damaged")
     for name, meta in man["files"].items():
-        if not (isinstance(name, str) and _FILE.match(name) and name != MANIFEST and isinstance(meta, dict)):
+        if not (isinstance(name, str) and _DATA.match(name) and isinstance(meta, dict)):
             raise CheckpointError(f"{path / MANIFEST}: files: {name!r} is not a file a checkpoint holds")
         try:
             size = (path / name).stat().st_size if (path / name).is_file() else None
@@ -516,14 +492,31 @@ class _Reader:
             return self._loaded[name]
         meta = self.files.get(name) if isinstance(name, str) else None
         where = self.folder / str(name)
-        if meta is None or not _FILE.match(str(name)):
+        if meta is None or not _DATA.match(str(name)) or name == OBJECTS:
             raise CheckpointError(f"{where}: named in {OBJECTS} but not listed in {MANIFEST}: the checkpoint is damaged")
         try:
             with open(where, "rb") as f:
+                # The header first: the data is read only when the dtype and shape are the
+                # manifest's and the file holds exactly their bytes (a header claiming a
+                # huge shape would otherwise allocate it before failing).
+                version = np.lib.format.read_magic(f)
+                header = {(1, 0): np.lib.format.read_array_header_1_0,
+                          (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if header is None:
+                    raise ValueError(f"npy format version {version}, not one this program writes")
+                shape, _, dtype = header(f)
+                size = os.fstat(f.fileno()).st_size
+                if (dtype.hasobject or dtype.str != meta.get("dtype") or list(shape) != meta.get("shape")
+                        or size - f.tell() != int(np.prod(shape, dtype=object)) * dtype.itemsize):
+                    raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is "
+                                          "damaged")
+                f.seek(0)
                 arr = np.lib.format.read_array(f, allow_pickle=False)
+        except CheckpointError:
+            raise
         except FileNotFoundError:
             raise CheckpointError(f"{where}: missing: the checkpoint is damaged") from None
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
             raise CheckpointError(f"{where}: unreadable ({exc}): the checkpoint is damaged") from None
         if (arr.dtype.str != meta.get("dtype") or list(arr.shape) != meta.get("shape")
                 or _digest(arr) != meta.get("sha256")):
@@ -532,59 +525,11 @@ class _Reader:
         return arr
 
 
-# What a checkpoint's pickle may name when plugins are refused: NumPy's arrays, dtypes
-# and random generators, plain builtins, and classes of the package's model and policies
-# (`_OWN`; classes only: a function of the package called with the pickle's arguments
-# could write or remove files).
-_SAFE = {
-    ("numpy", "dtype"), ("numpy", "ndarray"),
-    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar"),
-    ("numpy.random._pickle", "__generator_ctor"), ("numpy.random._pickle", "__bit_generator_ctor"),
-    ("numpy.random._pickle", "__randomstate_ctor"),
-    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
-    ("numpy.random.bit_generator", "SeedSequence"),
-    ("numpy.random._pcg64", "PCG64"), ("numpy.random._pcg64", "PCG64DXSM"),
-    ("numpy.random._philox", "Philox"), ("numpy.random._sfc64", "SFC64"),
-    ("numpy.random._mt19937", "MT19937"),
-    ("copyreg", "_reconstructor"), ("collections", "OrderedDict"), ("collections", "deque"),
-    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"), ("builtins", "complex"),
-    ("builtins", "range"), ("builtins", "bytearray"), ("builtins", "object"),
-}
-_OWN = ("gmm_volunteer.model.", "gmm_volunteer.run.", "gmm_volunteer.policies.")
-
-
-class _Refused(CheckpointError):
-    """A global the restricted unpickler does not hand out (the message lacks the path)."""
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, f, reader: _Reader, restricted: bool = False):
-        super().__init__(f)
-        self.reader = reader
-        self.restricted = restricted
-
-    def persistent_load(self, pid):
-        return self.reader.array(pid)
-
-    def find_class(self, module, name):
-        if not self.restricted or (module, name) in _SAFE:
-            return super().find_class(module, name)
-        if module.startswith(_OWN):
-            found = super().find_class(module, name)
-            if isinstance(found, type):
-                return found
-        from gmm_volunteer.policies.registry import NO_PLUGINS_ENV
-
-        raise _Refused(
-            f"names {module}.{name}, which is not a class of this package's model or policies: "
-            f"refused with plugins refused (--no-plugins or {NO_PLUGINS_ENV}); resume it without "
-            "them only if you trust where it comes from")
-
-
 def load_attributes(path, man: dict) -> dict:
-    """The pickled attributes of checkpoint `path`, every file checked against its digest."""
+    """The simulation's state saved in checkpoint `path` (`objects.json` as checkpoint
+    values, its arrays read from their files), every file checked against its digest.
+    Nothing in it is imported or called: anything but the values of `checkpoint_values`
+    is refused."""
     path = Path(path)
     where = path / OBJECTS
     try:
@@ -595,30 +540,28 @@ def load_attributes(path, man: dict) -> dict:
         raise CheckpointError(f"{where}: unreadable ({exc})") from None
     if hashlib.sha256(raw).hexdigest() != man["files"][OBJECTS].get("sha256"):
         raise CheckpointError(f"{where}: its content does not match {MANIFEST}: the checkpoint is damaged")
-    from gmm_volunteer.policies.registry import plugins_refused
-
     try:
-        attrs = _Unpickler(io.BytesIO(raw), _Reader(path, man["files"]), restricted=plugins_refused()).load()
-    except _Refused as exc:
-        raise CheckpointError(f"{where}: {exc}") from None
+        tree = decode(json.loads(raw.decode("ascii")), _Reader(path, man["files"]), "objects")
     except CheckpointError:
         raise
-    except Exception as exc:  # a class that no longer exists, a changed layout
-        raise CheckpointError(f"{where}: cannot be loaded by this gmmv ({type(exc).__name__}: {exc})") from None
-    if not isinstance(attrs, dict) or attrs.get("t") != man["step"]:
+    except RecursionError:
+        raise CheckpointError(f"{where}: nested too deeply: not a checkpoint's state") from None
+    except (ValueError, UnicodeError) as exc:
+        raise CheckpointError(f"{where}: not a checkpoint's state ({exc})") from None
+    if not isinstance(tree, dict) or tree.get("t") != man["step"]:
         raise CheckpointError(f"{where}: does not hold the simulation at step {man['step']}: the checkpoint is damaged")
-    return attrs
+    return tree
 
 
 def _check_sizes(path: Path, attrs: dict, cfg) -> None:
     """The state must be sized for the config's users and steps: the kernels index it by
     them (a state of fewer steps than the config says corrupts memory). A second line
     behind the manifest's digest, for a manifest rewritten with a digest to match."""
-    arrays = attrs.get("arrays")
+    arrays = attrs.get("arrays") if isinstance(attrs.get("arrays"), dict) else {}
     sizes = {"online": ("users.count", int(cfg.users.count) + 1),  # node 0 is the server
              "ser_online": ("steps", int(cfg.steps))}
     for field, (key, n) in sizes.items():
-        arr = getattr(arrays, field, None)
+        arr = arrays.get(field)
         if not isinstance(arr, np.ndarray) or arr.ndim < 1 or arr.shape[0] != n:
             got = "missing" if not isinstance(arr, np.ndarray) or arr.ndim < 1 else f"of length {arr.shape[0]}"
             raise CheckpointError(f"{path}: its state's {field} is {got}, not sized for the config's {key} "
@@ -632,8 +575,6 @@ def restore(path, cfg=None):
     must be the one the run used. Raises `CheckpointError`."""
     from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.model.bundle import BundleError, accepted_digests
-    from gmm_volunteer.run.engine import Simulation
-    from gmm_volunteer.model.state import pack_state
 
     path = find(path)
     man = read_manifest(path)
@@ -651,13 +592,23 @@ def restore(path, cfg=None):
     if man["model_sha256"] not in accepted_digests(bundle):  # a 0.8.0 checkpoint may hold the legacy one
         raise CheckpointError(f"{path}: made with another model bundle than the one now at {cfg.model} "
                               "(its content changed): resuming would mix two models")
-    attrs = load_attributes(path, man)
-    _check_sizes(path, attrs, cfg)
-    sim = Simulation.__new__(Simulation)
-    sim._build_model(cfg, bundle)
-    vars(sim).update(attrs)
-    sim.S = pack_state(sim.arrays)
-    return sim
+    tree = load_attributes(path, man)
+    _check_sizes(path, tree, cfg)
+    try:
+        return restore_simulation(cfg, bundle, tree)
+    except ValueError as exc:
+        raise CheckpointError(f"{path / OBJECTS}: cannot be resumed: {exc}") from None
+
+
+def check_checkpointable(cfg) -> None:
+    """Refuse (`CheckpointError`) to checkpoint runs of `cfg` when one of its policies has
+    no checkpoint hooks (a plugin that does not define them): said before the run
+    starts, not at its first checkpoint."""
+    why = refusals(cfg)
+    if why:
+        raise CheckpointError("cannot checkpoint this run: " + "; ".join(why) + " (a policy from outside "
+                              "the package must define checkpoint_state() and restore_checkpoint(); "
+                              "docs/policies.md, \"Checkpoints\"); run it without checkpoints")
 
 
 def simulate_resumable(cfg, store, every: int, progress: bool = False):
@@ -667,6 +618,7 @@ def simulate_resumable(cfg, store, every: int, progress: bool = False):
     (another config, version or bundle, or damaged) is replaced, and the note says why."""
     from gmm_volunteer.run.engine import Simulation
 
+    check_checkpointable(cfg)
     folder = checkpoint_dir(store)
     remove_unfinished(folder)
     sim, note = None, ""

@@ -109,23 +109,7 @@ class Simulation:
         self._build_model(cfg, bundle if bundle is not None else load_bundle(cfg.model))
         self.seed_seq = rng_mod.seed_sequence(cfg.seed)
         gens = rng_mod.streams(self.seed_seq)
-        with guard([("executor", cfg.executor)], "__init__ or reset"):
-            self.executor = make_executor(cfg.executor, cfg.executor_options)
-            self.executor.reset(self.P, gens["executor"])
-        with guard([("scheduler", cfg.scheduler)], "__init__ or reset"):
-            self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
-            self.scheduler.reset(self.P, gens["scheduler"])
-        # The autoscaler acts through the control plane between kernel calls (D17).
-        with guard([("autoscaler", cfg.autoscaler)], "__init__ or reset"):
-            self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
-            self.autoscaler.reset(self.P, autoscaler_generator(self.seed_seq))
-        self.control = ControlPlane(self.autoscaler, cfg, self.params)
-        check_events(cfg.events, self.params.n_users)  # configs check this at load already
-        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
-        for kind, policy in (("executor", self.executor), ("scheduler", self.scheduler)):
-            if hasattr(policy, "prepare"):  # policies that keep arrays (routers)
-                with guard([(kind, getattr(cfg, kind))], "prepare"):
-                    policy.prepare(self.params, self.steps)
+        self._build_policies(gens["executor"], gens["scheduler"], autoscaler_generator(self.seed_seq))
         self.arrays = allocate(self.params, self.steps)
         self.arrays.key[0] = rng_mod.hash_key(self.seed_seq)
         self.arrays.rng[:] = rng_mod.stream_states(self.seed_seq)
@@ -142,12 +126,35 @@ class Simulation:
 
     def _build_model(self, cfg, bundle) -> None:
         """What the run's config and bundle determine and a run never changes: the
-        attributes a checkpoint does not hold (run.checkpoint.DERIVED, with `S`)."""
+        attributes a checkpoint does not hold (run.checkpoint_state.DERIVED, with `S`)."""
         self.cfg = cfg
         self.bundle = bundle
         self.params = build_params(cfg, bundle)
         self.P = pack_params(self.params)
         self.steps = int(cfg.steps)
+
+    def _build_policies(self, executor_rng, scheduler_rng, autoscaler_rng) -> None:
+        """The policies as the config makes them, reset with these Generators and
+        prepared for the run, the control plane and the scripted events: what a run
+        starts with, and what a checkpoint's state is restored into (run.checkpoint)."""
+        cfg = self.cfg
+        with guard([("executor", cfg.executor)], "__init__ or reset"):
+            self.executor = make_executor(cfg.executor, cfg.executor_options)
+            self.executor.reset(self.P, executor_rng)
+        with guard([("scheduler", cfg.scheduler)], "__init__ or reset"):
+            self.scheduler = make_scheduler(cfg.scheduler, cfg.scheduler_options)
+            self.scheduler.reset(self.P, scheduler_rng)
+        # The autoscaler acts through the control plane between kernel calls (D17).
+        with guard([("autoscaler", cfg.autoscaler)], "__init__ or reset"):
+            self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
+            self.autoscaler.reset(self.P, autoscaler_rng)
+        self.control = ControlPlane(self.autoscaler, cfg, self.params)
+        check_events(cfg.events, self.params.n_users)  # configs check this at load already
+        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
+        for kind, policy in (("executor", self.executor), ("scheduler", self.scheduler)):
+            if hasattr(policy, "prepare"):  # policies that keep arrays (routers)
+                with guard([(kind, getattr(cfg, kind))], "prepare"):
+                    policy.prepare(self.params, self.steps)
 
     def step(self) -> None:
         """Advance one step: the control plane's due actions, factors 1-6, then the

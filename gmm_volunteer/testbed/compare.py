@@ -376,6 +376,66 @@ def _mechanisms(tb_ds, sim_ds) -> list[str]:
     return out
 
 
+def check_arguments(args) -> str | None:
+    """What is wrong with the command's arguments, found before anything is simulated or
+    written (None when nothing is): RESULTS a folder holding, for every config, testbed
+    stores that are not all dropped; the configs, ``--sim-set`` and each candidate's and
+    variant's overrides loading as testbed configs; ``--sim-seeds`` at least 1; and every
+    file the command would write held to the rules of output files
+    (`cli.outputs.check_file_target`: not an input, not through a link, not a file gmmv
+    did not write)."""
+    from gmm_volunteer.cli.errors import CommandError
+    from gmm_volunteer.cli.outputs import check_file_target, check_result_target, is_figure_file
+    from gmm_volunteer.io.results import open_result
+    from gmm_volunteer.run.config import ConfigError
+    from gmm_volunteer.testbed.config import load_testbed
+
+    if args.sim_seeds < 1:
+        return f"--sim-seeds: {args.sim_seeds}; the simulator needs at least 1 seed"
+    if not args.results.is_dir():
+        return f"RESULTS {args.results}: {'not a folder' if args.results.exists() else 'no such folder'}"
+    settings = [("--sim-set", "")] + [(f"--candidate {c!r}", c) for c in args.candidate] + \
+        [(f"--variant {v!r}", v) for v in args.variant]
+    for config in args.configs:
+        if not config.is_file():
+            return f"CONFIG {config}: {'not a file' if config.exists() else 'no such file'}"
+        for option, text in settings:
+            try:
+                load_testbed(config, [*args.sim_set, *report.setting(text)])
+            except (ConfigError, OSError, ValueError) as exc:
+                return f"{option}: {exc}"
+        stores = sorted(args.results.glob(f"{config.stem}-seed*.zarr"))
+        if not stores:
+            return f"RESULTS {args.results}: holds no testbed store of {config.stem} ({config.stem}-seed*.zarr)"
+        for store in stores:
+            try:
+                attrs = open_result(store).attrs
+            except Exception as exc:  # noqa: BLE001 (a damaged store: any reader error)
+                return f"{store}: cannot be read as a result store ({type(exc).__name__}: {exc})"
+            if "testbed" not in attrs:
+                return f"{store}: a simulator's store, not a testbed run's (it records no testbed account)"
+        if not _testbed_runs(args.results, config)[0]:
+            return f"RESULTS {args.results}: every testbed store of {config.stem} was dropped (a process killed)"
+    inputs = [args.results, *args.configs]
+    targets = []
+    if args.headline_file is not None:
+        stem = str(args.headline_file).removesuffix(".md")
+        targets += [("--headline-file", f"{stem}.md")] + ([("--headline-file", f"{stem}-calibration.md")]
+                                                            if args.candidate else [])
+    if args.result_files is not None:
+        targets += [("--result-files", f"{args.result_files}{s}.md") for s in ("", "-types", "-mechanisms")]
+    if args.variants_file is not None:
+        targets.append(("--variants-file", f"{str(args.variants_file).removesuffix('.md')}.md"))
+    try:
+        for option, target in targets:
+            check_result_target(target, option, inputs)
+        if args.figure is not None:
+            check_file_target(args.figure, "--figure", inputs, ours=is_figure_file, what="figure")
+    except CommandError as exc:
+        return str(exc)
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmm_volunteer.testbed.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path)
@@ -422,6 +482,10 @@ def main(argv=None) -> int:
         p.error(f"--from-step: {args.from_step} is negative (a step of the run, 0 counts every request)")
     if args.candidate and not calibration:
         p.error("--candidate needs --calibration (the cases to calibrate on)")
+    problem = check_arguments(args)
+    if problem:
+        print(f"compare: {problem}", file=sys.stderr)
+        return 2
     speeds = None
     if args.speed_reference is not None:
         try:

@@ -53,6 +53,7 @@ def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
 
     check_start(cfg, source, memory=False)  # the testbed holds no simulated state
     check_limits(cfg, source)
+    check_record_memory(cfg, source)
     if tb.workdir is not None:
         from gmm_volunteer.cli.errors import CommandError
         from gmm_volunteer.cli.outputs import check_output_target
@@ -63,6 +64,32 @@ def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
             raise ConfigError(f"{source}: {exc}") from None
         if Path(tb.workdir).exists() and not Path(tb.workdir).is_dir():
             raise ConfigError(f"{source}: testbed.workdir: {tb.workdir} exists and is not a directory")
+
+
+def record_bytes(cfg: RunConfig) -> int:
+    """Bytes of the per-step arrays a testbed run allocates when it starts: this
+    process's measurements (testbed.run: CPU per node, the server's and the volunteers'
+    consumption, the server's allocation; float32) and the server process's counts
+    (testbed.server: events per node class, work, online and active users; 8 bytes
+    each). A lower bound of what the run holds by its end."""
+    from gmm_volunteer.model.constants import EVENTS, RESOURCES
+
+    measured = 4 * ((int(cfg.users.count) + 1) + 3 * len(RESOURCES))
+    counted = 8 * (2 * len(EVENTS) + 2 + 2)
+    return int(cfg.steps) * (measured + counted)
+
+
+def check_record_memory(cfg: RunConfig, source: str) -> None:
+    """Refuse a run whose per-step arrays (`record_bytes`) exceed the memory available
+    now: its processes would fail to allocate them after the start (the simulator's
+    `gmmv run` has the same check of its state, `preflight.check_run`)."""
+    from gmm_volunteer.run.preflight import available_memory
+
+    need, avail = record_bytes(cfg), available_memory()
+    if avail is not None and need > avail:
+        raise ConfigError(f"{source}: steps: {cfg.steps:,} steps x {cfg.users.count + 1:,} nodes: the testbed's "
+                          f"per-step arrays need {need / 1e9:,.1f} GB, and {avail / 1e9:,.1f} GB are available "
+                          "now; use fewer steps (a testbed step is one second of real time)")
 
 
 # What the kernel can enforce per node: a CFS quota of at least 1 ms per 100 ms period

@@ -8,7 +8,8 @@ scales every CPU consumer down by allocation / demand (no work conservation: the
 work to finish early), transfers are scaled to the node's and the server's links as under
 the work law; then each batch draws once whether its phase ends, from the bundle's
 discrete-time logistic hazard of its phase (fitting/hazard.py) with the scaled
-consumption of the phase's resource, its size and its age as covariates. A batch is the
+consumption of the phase's resource, its size and its age as covariates (or, in the
+work-fraction form, the fraction of its work done, D32). A batch is the
 subtasks of one node, subtask and phase that entered it in the same step (D8), so one
 draw per batch and step is the paper's shared completion draw.
 """
@@ -18,7 +19,7 @@ from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.ops import scale_to_shares, settle_downloads
-from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, N_CRES
+from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, MAX_BATCH_TABLE, N_CRES
 from gmm_volunteer.model.rng import STREAM_HAZARD, uniform
 
 
@@ -37,22 +38,44 @@ def _times(term, z, e):
 
 
 @kernel
+def _hazard_work(P, m, size):
+    """W_m(n) of the work-fraction form (D32): the table, linear beyond it."""
+    if size <= MAX_BATCH_TABLE:
+        return P.hz_work[m, size]
+    top = P.hz_work[m, MAX_BATCH_TABLE]
+    return top + (top - P.hz_work[m, MAX_BATCH_TABLE - 1]) * (size - MAX_BATCH_TABLE)
+
+
+@kernel
 def hazard(P, h, m, cons, size, age):
     """Probability that a batch of subtask type m (the bundle's), size `size` and age
     `age` (steps in its phase before this one) ends phase h (0 input download, 1
     execution, 2 result upload) in this step, consuming `cons` of the phase's resource:
-    logit h = intercept + sum_f coef_f zc^a zn^b zl^c + type effect, with z the
-    covariates standardized by the fit's means and sds (paper 2.2; fitting/hazard.py).
-    The size is clamped to `P.hz_nmax` (infinite unless `hazard_batch_size: clamp`)."""
-    zc = (cons - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
-    zn = (min(float(size), P.hz_nmax) - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
-    log_age = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
-    zl = (log_age - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
+    link(h) = intercept + type effect + sum_f (coef_f + type deviation_mf) z0^a z1^b z2^c,
+    with z the covariates standardized by the fit's means and sds (paper 2.2;
+    fitting/hazard.py; docs/model.md D32). Paper form: (cons, size or log size,
+    log(age + 1)); work-fraction form: (log of the step's fraction of the work W_m(size),
+    -, log of the fraction done after the step). The size is clamped to `P.hz_nmax`
+    (infinite unless `hazard_batch_size: clamp`)."""
+    n = min(float(size), P.hz_nmax)
+    if P.hz_form[h] == 1:
+        step = max(cons / 100.0 / _hazard_work(P, m, int(n)), 1e-6)
+        x0 = np.log(step)
+        x2 = np.log(max((age + 1.0) * step, 1e-6))
+    else:
+        x0 = cons
+        x2 = P.hz_logage[age] if age < P.hz_logage.size else np.log(age + 1.0)
+    x1 = np.log(n) if P.hz_logn[h] else n
+    zc = (x0 - P.hz_cm[h, 0]) / P.hz_cs[h, 0]
+    zn = (x1 - P.hz_cm[h, 1]) / P.hz_cs[h, 1]
+    zl = (x2 - P.hz_cm[h, 2]) / P.hz_cs[h, 2]
     x = P.hz_icpt[h] + P.hz_type[h, m]
     for f in range(P.hz_nterms[h]):
-        term = _times(P.hz_coef[h, f], zc, P.hz_terms[h, f, 0])
+        term = _times(P.hz_coef[h, f] + P.hz_tdev[h, m, f], zc, P.hz_terms[h, f, 0])
         term = _times(term, zn, P.hz_terms[h, f, 1])
         x += _times(term, zl, P.hz_terms[h, f, 2])
+    if P.hz_link[h] == 1:  # complementary log-log: 1 - exp(-exp(x))
+        return -np.expm1(-np.exp(min(x, 30.0)))
     if x >= 0.0:
         return 1.0 / (1.0 + np.exp(-x))
     ex = np.exp(x)

@@ -48,36 +48,68 @@ class Ewma:
 
 
 class WorkPerRequest:
-    """Cumulative server CPU-seconds over cumulative arrivals, from the scrapes seen."""
+    """Cumulative server CPU-seconds over cumulative arrivals, from the scrapes seen
+    (each counted once: `seen` is the step of the last scrape counted)."""
 
     def __init__(self):
-        self.work, self.arrivals, self._last = 0.0, 0, None
+        self.work, self.arrivals, self.seen = 0.0, 0, None
 
     def update(self, obs) -> float | None:
-        if obs is not self._last:
-            self._last = obs
+        if obs.time != self.seen:
+            self.seen = obs.time
             self.work += obs.server_work
             self.arrivals += obs.arrivals
         return self.work / self.arrivals if self.arrivals > 0 and self.work > 0 else None
 
 
-class CapacityRule(Autoscaler):
-    name = "capacity_rule"
-    Options = CapacityRuleOptions
+class EstimatingAutoscaler(Autoscaler):
+    """An autoscaler that estimates the arrival rate (an `Ewma`, updated once per scrape)
+    and the work per request (`WorkPerRequest`) from the scrapes it sees: capacity_rule
+    and la_imr. A scrape is known by its step (`Observation.time`), so the estimates are
+    plain numbers a checkpoint holds (docs/policies.md, "Checkpoints")."""
 
     def reset_state(self) -> None:
         self.lam = Ewma(self.options.ewma)
         self.work = WorkPerRequest()
-        self._last = None
+        self.seen = None  # step of the last scrape the EWMA took
+
+    def estimates(self, obs) -> float | None:
+        """Update the estimates with `obs` (once per scrape); the work per request:
+        the option's, else the measured one (None while nothing is measured)."""
+        if obs.time != self.seen:  # one EWMA update per scrape, not per decision
+            self.seen = obs.time
+            self.lam.update(obs.arrival_rate)
+        measured = self.work.update(obs)
+        return self.options.work_per_request or measured
+
+    def checkpoint_state(self) -> dict:
+        return {"rate": self.lam.value, "seen": self.seen, "work": self.work.work,
+                "arrivals": self.work.arrivals, "work_seen": self.work.seen}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        def number(key, kinds, none=True):
+            v = state.get(key)
+            if not ((none and v is None) or type(v) in kinds):
+                raise ValueError(f"{key}: {v!r} is not a {' or '.join(k.__name__ for k in kinds)}")
+            return v
+
+        if not isinstance(state, dict) or set(state) != {"rate", "seen", "work", "arrivals", "work_seen"}:
+            raise ValueError("not the estimates of an estimating autoscaler (rate, seen, work, arrivals, work_seen)")
+        self.lam.value = number("rate", (float,))
+        self.seen = number("seen", (int,))
+        self.work.work = number("work", (float,), none=False)
+        self.work.arrivals = number("arrivals", (int,), none=False)
+        self.work.seen = number("work_seen", (int,))
+
+
+class CapacityRule(EstimatingAutoscaler):
+    name = "capacity_rule"
+    Options = CapacityRuleOptions
 
     def desired(self, obs, units: int, t: int) -> int:
         if obs is None:
             return units
-        if obs is not self._last:  # one EWMA update per scrape, not per decision
-            self._last = obs
-            self.lam.update(obs.arrival_rate)
-        measured = self.work.update(obs)
-        r = self.options.work_per_request or measured
+        r = self.estimates(obs)
         if r is None:
             return units
         return capacity_rule_units(self.lam.value, r, self.options.rho_target,

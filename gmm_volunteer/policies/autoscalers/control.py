@@ -136,6 +136,48 @@ class ControlPlane:
             self._set_units(arrays, self.units - (self.target - stable), t)
             self.target = stable
 
+    # -- checkpoints (run.checkpoint) ---------------------------------------------------
+
+    def checkpoint_state(self) -> dict:
+        """What acting changed: units, orders, wishes, actions and the monitor's state
+        (nothing for an autoscaler that does not scale)."""
+        if not self.scales:
+            return {}
+        def ints(rows, kind):
+            return [kind(int(x) for x in r) for r in rows]
+
+        return {"units": int(self.units), "target": int(self.target), "next_event": int(self.next_event),
+                "actions": ints(self.actions, tuple), "changes": ints(self._changes, tuple),
+                "pending": ints(self.pending, list), "recommendations": ints(self.recommendations, tuple),
+                "monitor": self.monitor.checkpoint_state()}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        """Take back `checkpoint_state`'s values (ValueError naming what is not right)."""
+        if not self.scales:
+            if state != {}:
+                raise ValueError("control: holds a scaling state, but the autoscaler does not scale")
+            return
+        keys = {"units", "target", "next_event", "actions", "changes", "pending", "recommendations", "monitor"}
+        if not isinstance(state, dict) or set(state) != keys:
+            raise ValueError(f"control: not a control plane's state ({', '.join(sorted(keys))})")
+        for key in ("units", "target", "next_event"):
+            if type(state[key]) is not int or state[key] < 0:
+                raise ValueError(f"control.{key}: {state[key]!r} is not a whole number >= 0")
+
+        def rows(key, kind, width):
+            got = state[key]
+            if not (isinstance(got, list) and all(type(r) is kind and len(r) == width
+                                                  and all(type(x) is int for x in r) for r in got)):
+                raise ValueError(f"control.{key}: not a list of {width}-{kind.__name__}s of whole numbers")
+            return got
+
+        self.actions = rows("actions", tuple, 4)
+        self._changes = rows("changes", tuple, 2)
+        self.pending = rows("pending", list, 4)
+        self.recommendations = deque(rows("recommendations", tuple, 2))
+        self.units, self.target, self.next_event = state["units"], state["target"], state["next_event"]
+        self.monitor.restore_checkpoint(state["monitor"])
+
     # -- record -----------------------------------------------------------------------
 
     def capacity_series(self, steps: int) -> np.ndarray:

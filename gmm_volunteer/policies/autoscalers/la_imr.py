@@ -31,8 +31,8 @@ from typing import Literal
 from pydantic import Field
 
 from gmm_volunteer.model.params import CPU
-from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
-from gmm_volunteer.policies.autoscalers.capacity_rule import Ewma, WorkPerRequest
+from gmm_volunteer.policies.autoscalers.base import AutoscalerOptions
+from gmm_volunteer.policies.autoscalers.capacity_rule import EstimatingAutoscaler
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -129,23 +129,14 @@ class LaImrOptions(AutoscalerOptions):
     utilization_floor: float = Field(0.0, ge=0, le=1)
 
 
-class LaImr(Autoscaler):
+class LaImr(EstimatingAutoscaler):
     name = "la_imr"
     Options = LaImrOptions
-
-    def reset_state(self) -> None:
-        self.lam = Ewma(self.options.ewma)
-        self.work = WorkPerRequest()
-        self._last = None
 
     def desired(self, obs, units: int, t: int) -> int:
         if obs is None:
             return units
-        if obs is not self._last:
-            self._last = obs
-            self.lam.update(obs.arrival_rate)
-        measured = self.work.update(obs)
-        r = self.options.work_per_request or measured
+        r = self.estimates(obs)
         if r is None:
             return units
         o = self.options

@@ -118,3 +118,58 @@ class Monitor:
     def next_event(self, t: int) -> int:
         """First step after t at which the monitor scrapes."""
         return (t // self.period + 1) * self.period
+
+    # -- checkpoints (run.checkpoint) ---------------------------------------------------
+
+    def checkpoint_state(self) -> dict:
+        """The scrapes not yet visible, the latest visible one, the logged requests of
+        the latency window and the counters, as plain data."""
+        return {"pending": [_observation_state(o) for o in self._pending],
+                "latest": None if self._latest is None else _observation_state(self._latest),
+                "recent": [tuple(r) for r in self._recent], "seen": int(self._seen), "arrived": int(self._arrived)}
+
+    def restore_checkpoint(self, state: dict) -> None:
+        if not isinstance(state, dict) or set(state) != {"pending", "latest", "recent", "seen", "arrived"}:
+            raise ValueError("monitor: not a monitor's state (pending, latest, recent, seen, arrived)")
+        if not (isinstance(state["pending"], list) and isinstance(state["recent"], list)):
+            raise ValueError("monitor: pending and recent must be lists")
+        for key in ("seen", "arrived"):
+            if type(state[key]) is not int or state[key] < 0:
+                raise ValueError(f"monitor.{key}: {state[key]!r} is not a count")
+        recent = []
+        for r in state["recent"]:
+            if not (isinstance(r, tuple) and len(r) == 3 and all(isinstance(a, np.ndarray) and a.ndim == 1
+                                                                  and a.shape == r[0].shape for a in r)):
+                raise ValueError("monitor.recent: not (end, latency, outcome) arrays of one length")
+            recent.append(r)
+        self._pending = deque(_observation(o) for o in state["pending"])
+        self._latest = None if state["latest"] is None else _observation(state["latest"])
+        self._recent = deque(recent)
+        self._seen, self._arrived = state["seen"], state["arrived"]
+
+
+_OBS_TYPES = {"time": int, "visible_at": int, "period": int, "arrivals": int, "arrival_rate": float,
+              "n_completed": int, "abandoned": int, "server_work": float, "units": int}
+
+
+def _observation_state(obs: Observation) -> dict:
+    d = {k: kind(getattr(obs, k)) for k, kind in _OBS_TYPES.items()}
+    d.update(latency=[(float(q), float(v)) for q, v in obs.latency.items()], utilization=obs.utilization)
+    return d
+
+
+def _observation(d) -> Observation:
+    """The `Observation` `_observation_state` wrote; ValueError for anything else."""
+    if not isinstance(d, dict) or set(d) != set(_OBS_TYPES) | {"latency", "utilization"}:
+        raise ValueError("monitor: not an observation")
+    for key, kind in _OBS_TYPES.items():
+        if type(d[key]) is not kind:
+            raise ValueError(f"monitor: observation {key} {d[key]!r} is not a {kind.__name__}")
+    lat = d["latency"]
+    if not (isinstance(lat, list) and all(isinstance(p, tuple) and len(p) == 2
+                                          and all(type(x) is float for x in p) for p in lat)):
+        raise ValueError("monitor: observation latency is not (quantile, seconds) pairs")
+    util = d["utilization"]
+    if not (isinstance(util, np.ndarray) and util.dtype == np.float64 and util.shape == (N_RES,)):
+        raise ValueError(f"monitor: observation utilization is not {N_RES} float64 values")
+    return Observation(**{k: d[k] for k in _OBS_TYPES}, latency=dict(lat), utilization=util)

@@ -338,7 +338,8 @@ class Execution(_Section):
     progress: Literal["work", "paper"] = "work"
     # The batch size the fitted hazards are evaluated at under progress: paper (D27):
     # "extrapolate", the batch's own size, also beyond the sizes the traces measured (the
-    # fitted polynomial as written); "clamp", clamped to the measured range, as the
+    # work-fraction hazard through the work table's linear extrapolation, D32; a paper-form
+    # hazard's polynomial as written); "clamp", clamped to the measured range, as the
     # consumption statistics are (D9). `gmmv hazards` shows what each does.
     hazard_batch_size: Literal["extrapolate", "clamp"] = "extrapolate"
     # The order executing batches run on a node (docs/model.md D28): "shared", every
@@ -378,6 +379,10 @@ class Execution(_Section):
             raise ValueError(f"volunteer_overhead_cpu: {self.volunteer_overhead_cpu} needs progress: work "
                              "(under progress: paper a phase ends by its hazard draw whatever CPU it is "
                              "granted; docs/model.md D31)")
+        if self.progress != "paper" and self.hazard_batch_size != "extrapolate":
+            raise ValueError(f"hazard_batch_size: {self.hazard_batch_size} needs progress: paper (under "
+                             "progress: work no hazard is evaluated, so the setting would change nothing; "
+                             "docs/model.md D27)")
         if self.concurrency != 1 and self.discipline != "fifo":
             raise ValueError(f"concurrency: {self.concurrency} needs discipline: fifo (under "
                              "discipline: shared every executing batch runs at once; docs/model.md D28)")
