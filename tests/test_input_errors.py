@@ -182,7 +182,7 @@ def test_unreadable_bundle_exits_2(workdir, engine, capsys, raw, needle):
 
 @pytest.mark.parametrize("edit, needle", [
     (lambda d: d["allocation"].__setitem__("bandin", d["allocation"].pop("band_in")),
-     "allocation.bandin.[key]: Input should be 'band_in'"),
+     "allocation: the key 'bandin': Input should be 'band_in'"),
     (lambda d: d["subtask_types"][0].__setitem__("data_sizemb", d["subtask_types"][0].pop("data_size_mb")),
      "subtask_types.0.data_sizemb: Extra inputs are not permitted; did you mean 'data_size_mb'?"),
     (lambda d: d["task_types"][0]["subtasks"].__setitem__(0, d["subtask_types"][0]["name"] + "x"),

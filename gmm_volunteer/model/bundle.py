@@ -363,7 +363,7 @@ def _readable(errors: list[dict]) -> list[dict]:
             if x == "[key]":
                 key = True
             elif not (isinstance(x, str) and _MEMBER.match(x)):
-                loc.append(str(x))
+                loc.append(x)  # an index stays a number: the suggestion walks the schema by it
         msg = e["msg"].removeprefix("Value error, ")
         if key:
             msg = f"the key {loc[-1]!r}: {msg}"
