@@ -3,8 +3,8 @@
 * copy the starter files (`gmm_volunteer/starter.py`: example configs, a traces sample,
   the docs) from the source tree into the wheel's ``gmm_volunteer/starter/``, which
   `gmmv init` writes out (an editable install reads them from the source tree);
-* put `gmm_volunteer/optimisation/autoregister.py` at the wheel's top level as
-  ``_gmm_volunteer_gymnasium`` with a .pth file that imports it, so that
+* put `gmm_volunteer/_hooks.py` at the wheel's top level as ``_gmm_volunteer_gymnasium``
+  with a .pth file that imports it and calls its `install_gymnasium`, so that
   ``gymnasium.make("gmm_volunteer/Scheduling-v0")`` works without an import under
   Gymnasium 1.x, which reads no plugin entry points (an editable install does not get
   them: there, import gmm_volunteer.optimisation first);
@@ -70,8 +70,8 @@ class BuildWithStarter(build_py):
             (target / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / rel, target / rel)
         lib = Path(self.build_lib)
-        shutil.copyfile(ROOT / "gmm_volunteer" / "optimisation" / "autoregister.py", lib / f"{GYM_MODULE}.py")
-        (lib / "gmm_volunteer-gymnasium.pth").write_text(f"import {GYM_MODULE}\n")
+        shutil.copyfile(ROOT / "gmm_volunteer" / "_hooks.py", lib / f"{GYM_MODULE}.py")
+        (lib / "gmm_volunteer-gymnasium.pth").write_text(f"import {GYM_MODULE}; {GYM_MODULE}.install_gymnasium()\n")
         _ship_kernel_cache(lib, target / "configs" / "quickstart.yaml")
 
 

@@ -39,7 +39,7 @@ MARKER = "CLOSED_JSON "
 
 
 def _bundle_dir() -> Path:
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import queueing_bundle
 
     path = Path(tempfile.gettempdir()) / f"gmmv-closed-network-bundle-{os.getuid()}"
@@ -50,7 +50,7 @@ def _bundle_dir() -> Path:
 
 def time_simulator(users: int, horizon: int, seed: int = 0) -> tuple[float, int]:
     """Seconds of `Simulation.run` for `horizon` steps, and the requests completed."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.testing.synthetic import queueing_config
 
     sim = Simulation(queueing_config(_bundle_dir(), users=users, steps=horizon, seed=seed))

@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     import numpy as np
 
-    from gmm_volunteer.model.config import load_config
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import load_config
+    from gmm_volunteer.run.engine import Simulation
 
     out["import_s"] = time.perf_counter() - t0
     out["rss_after_import_mb"] = _maxrss_mb()

@@ -263,7 +263,7 @@ def probe_state(P, n_users: int, steps: int, seed: int):
     """The probe's arrays for n_users users from the stationary availability law (the
     simulator's own draw), and its key and streams, from `seed`."""
     from gmm_volunteer.model import rng as rng_mod
-    from gmm_volunteer.model.engine import stationary_availability
+    from gmm_volunteer.run.engine import stationary_availability
 
     ss = rng_mod.seed_sequence(seed)
     gens = rng_mod.streams(ss)
@@ -326,8 +326,8 @@ def _maxrss_mb() -> float:
 def measure(cfg_path: str, overrides: list[str], steps: int, warmup: int) -> dict:
     """Build the probe for the config's population, run `warmup` untimed steps (loads or
     compiles the kernel), then time `steps` steps."""
-    from gmm_volunteer.io.bundle import load_bundle
-    from gmm_volunteer.model.config import load_config
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.run.config import load_config
     from gmm_volunteer.model.params import build_params, pack_params
 
     cfg = load_config(cfg_path, overrides=overrides)

@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.window < 1 or args.steps < args.window:
         ap.error("need 1 <= --window <= --steps")
 
-    from gmm_volunteer.model.config import load_config
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import load_config
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = load_config(args.config, overrides=[*args.overrides, f"steps={args.steps}"])
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ import numpy as np
 
 
 def bundle_with_slots(root: Path, slots: int) -> Path:
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     b = synthetic_bundle()
@@ -26,7 +26,7 @@ def bundle_with_slots(root: Path, slots: int) -> Path:
 
 
 def cases(root: Path):
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     plain = root / "bundle"
@@ -48,8 +48,8 @@ def cases(root: Path):
 
 
 def main(root: Path) -> int:
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     for name, d in cases(root):
         cfg = config_from_dict({"steps": 150, "seed": 4, "server": {"capacity": 10}, **d})

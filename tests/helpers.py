@@ -115,7 +115,8 @@ def _identity(cfg, seed) -> dict:
     digest), so that a sweep resumed over fake stores keeps them as it keeps real ones."""
     if not hasattr(cfg, "to_yaml"):
         return {"config": f"seed: {seed}\n"}
-    from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import bundle_digest
 
     model = str(cfg.model)
     if model not in _DIGESTS:

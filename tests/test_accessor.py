@@ -28,7 +28,7 @@ def test_the_accessor_is_there_after_import_gmm_volunteer(code):
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     from gmm_volunteer.io.results import write_result
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     root = tmp_path_factory.mktemp("runs")
     bundle = bundle_dir(root)

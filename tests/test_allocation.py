@@ -22,9 +22,9 @@ import pytest
 
 from engine_support import make_config
 from gmm_volunteer.model import rng
-from gmm_volunteer.io.bundle import load_bundle
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.model.kernels.arma import yeo_johnson_inverse
 from gmm_volunteer.model.params import CPU, N_RES, build_params
 

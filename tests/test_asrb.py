@@ -17,8 +17,8 @@ OFF = {"random_ties": False, "label_best_score": False, "fallback_min_score": Fa
 
 
 def _herding(options):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = config_from_dict({"steps": 600, "seed": 0, "model": "default",
                             "users": {"count": 300, "capacity": 1, "allocation": "fitted"},

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer.model.config import ConfigError, config_from_dict
-from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.run.config import ConfigError, config_from_dict
+from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.policies import autoscaler_names
-from gmm_volunteer.policies.conformance import ConformanceError, check_policy
+from gmm_volunteer.testing.conformance import ConformanceError, check_policy
 from gmm_volunteer.io.results import build_dataset
 from gmm_volunteer.experiments.summary import capacity_hours, run_metrics, summarize
 

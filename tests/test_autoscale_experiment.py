@@ -130,8 +130,8 @@ def test_report_of_a_sweep_over_autoscalers(tmp_path, synthetic_model):
 
 def test_the_report_rebuilds_the_runs_demand_with_its_bursts(tmp_path, synthetic_model):
     from gmm_volunteer.experiments.autoscale_report import demand_series
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.io.results import open_result, write_result
 
     law = {"alpha": 1.2, "low": 20, "high": 100}

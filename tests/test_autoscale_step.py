@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import simulate
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import simulate
 from gmm_volunteer.policies.autoscalers.capacity_rule import capacity_rule_units
 from gmm_volunteer.policies.autoscalers.reactive import hpa_desired
 

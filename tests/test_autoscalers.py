@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gmm_volunteer.model.config import BaseProfile
+from gmm_volunteer.run.config import BaseProfile
 from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
 from gmm_volunteer.policies.autoscalers.capacity_rule import CapacityRule, Ewma, capacity_rule_units
 from gmm_volunteer.policies.autoscalers.control import ControlPlane

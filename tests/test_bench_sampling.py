@@ -13,7 +13,7 @@ import pytest
 
 from engine_support import make_config
 from gmm_volunteer.model.constants import LOADING
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.engine import Simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) leaves the root out

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gmm_volunteer.fitting.catalog import CPU_STEP_PCT, MEMORY_STEP_MB, PAPER_BASE_PROFILE
-from gmm_volunteer.io.bundle import PACKAGED, load_bundle, packaged_bundle
-from gmm_volunteer.model.config import load_config
+from gmm_volunteer.io.bundlefiles import PACKAGED, load_bundle, packaged_bundle
+from gmm_volunteer.run.config import load_config
 
 SHIPPED = PACKAGED / "paper-scale"
 
@@ -37,7 +37,7 @@ def test_storage_holds_one_large_model_and_a_few_small_ones():
 
 
 def test_a_short_run_on_paper_scale(tmp_path):
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     cfg_path = Path(tmp_path) / "run.yaml"
     cfg_path.write_text("steps: 600\nseed: 3\nusers: {count: 100, capacity: 1}\nserver: {capacity: 10}\n"

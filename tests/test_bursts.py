@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from gmm_volunteer.model.bursts import BoundedPareto, Bursts, draw_bursts
-from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.model.demand import Demand
-from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.model.rng import seed_sequence
 
 LAW = BoundedPareto(alpha=1.2, low=60.0, high=1800.0)

@@ -13,7 +13,7 @@ from gmm_volunteer.experiments.capacity import (
     parse_duration,
     parse_targets,
 )
-from gmm_volunteer.model.config import load_config
+from gmm_volunteer.run.config import load_config
 from gmm_volunteer.io.runrecord import RunRecord
 
 from helpers import TYPE_NAMES, write_tiny_grid

@@ -17,7 +17,7 @@ from gmm_volunteer.experiments.capacity_setting import (
     parse_range,
     resolve_setting,
 )
-from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.run.config import config_from_dict
 
 SEEDS = 3
 RHO = Setting("autoscaler_options.rho_target", ("rho_target",), integer=False)
@@ -199,7 +199,7 @@ def test_real_capacity_rule_with_a_demand_step(synthetic_model, tmp_path, capsys
     capacity says (recomputed here from the engine's records, not from the search)."""
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.experiments.capacity import evaluate_records, parse_targets
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     path = _write(tmp_path, synthetic_model, steps=600, users={"count": 100}, scheduler="centralized",
                   requests={"think_time": {"dist": "exponential", "mean": 10.0}},
@@ -229,7 +229,7 @@ def test_real_capacity_rule_with_a_demand_step(synthetic_model, tmp_path, capsys
     assert hours[0.2] > hours[1.0]
 
     # Independent recomputation of the answer's cost and verdict from the engine.
-    from gmm_volunteer.model.config import load_config
+    from gmm_volunteer.run.config import load_config
 
     cfgs = [load_config(path, [f"autoscaler_options.rho_target={best['value']}", f"seed={s}"]) for s in range(3)]
     records = [simulate(c, progress=False) for c in cfgs]

@@ -18,7 +18,7 @@ from gmm_volunteer.experiments.capacity_vector import (
     parse_resource_list,
     parse_resource_values,
 )
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.run.config import ConfigError, load_config
 
 from helpers import write_tiny_grid
 
@@ -160,7 +160,7 @@ def test_per_resource_capacity_in_the_config(tmp_path):
     # Unset: the scalar behaviour bit for bit, and the stored config text unchanged.
     assert np.array_equal(plain.server.maximum(b), b * plain.server.capacity)
     assert set(__import__("yaml").safe_load(plain.to_yaml())["server"]) == {"capacity", "allocation"}
-    P = build_params(vec, __import__("gmm_volunteer.io.bundle", fromlist=["load_bundle"]).load_bundle(vec.model))
+    P = build_params(vec, __import__("gmm_volunteer.io.bundlefiles", fromlist=["load_bundle"]).load_bundle(vec.model))
     assert np.array_equal(P.amax[0], expect)
 
 

@@ -1,4 +1,4 @@
-"""Checkpoint and resume of one run (gmm_volunteer.model.checkpoint; docs/usage.md,
+"""Checkpoint and resume of one run (gmm_volunteer.run.checkpoint; docs/usage.md,
 "Checkpoints"): a run saved part way and continued in a fresh process, or killed with
 SIGKILL between checkpoints and resumed, writes the store an uninterrupted run writes
 (every variable and attribute equal, the wall time aside); damaged or mismatched
@@ -23,8 +23,8 @@ import yaml
 from engine_support import make_config
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io.results import is_complete, open_result, write_result
-from gmm_volunteer.model import checkpoint as ck
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run import checkpoint as ck
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.policies.monitor import F_LAT
 
 # Reactive autoscaler on the server's CPU utilization with a low target: it orders units
@@ -259,7 +259,8 @@ def test_mismatched_checkpoints_are_refused(saved, capsys, monkeypatch, syntheti
 def test_a_checkpoint_with_the_legacy_digest_of_its_bundle_resumes(saved):
     # Checkpoints of 0.8.0 made before issue 35 recorded the digest of the whole bundle
     # (stamp and provenance included): that digest of the same bundle is the same model.
-    from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import bundle_digest, legacy_bundle_digest
 
     config, folder, step = saved
     manifest = json.loads((step / ck.MANIFEST).read_text())

@@ -17,10 +17,10 @@ import pytest
 from numba import njit
 
 from gmm_volunteer.model.actions import assign, pending_requests_fifo
-from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.model.kernels.heap import heap_count_due, heap_push
 from gmm_volunteer.policies.base import Scheduler
-from gmm_volunteer.policies.conformance import ConformanceError, check_policy
+from gmm_volunteer.testing.conformance import ConformanceError, check_policy
 
 from boundscheck_cases import bundle_with_slots
 
@@ -51,11 +51,11 @@ def _quick(model, users, steps=120, **extra):
 def test_class1_many_subtask_slots_run_with_invariants(tmp_path, slots):
     """160 slots hung and 1,000 crashed in 0.6.0; now the pool has room for every slot of
     every request that can start in a step, checked by the invariants after each step."""
-    from gmm_volunteer.policies.conformance import _run_checked
+    from gmm_volunteer.testing.conformance import _run_checked
 
     cfg = _quick(bundle_with_slots(tmp_path, slots), users=30)
     _run_checked(cfg)
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     record = Simulation(cfg).run(progress=False)
     # the heavy request type (index 3) was requested, and its slots were placed
@@ -76,7 +76,7 @@ class PastLastNode(Scheduler):
 
 
 def test_class1_action_refuses_node_past_the_last(synthetic_model):
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = _quick(synthetic_model, users=10, steps=50, scheduler=f"{__name__}:PastLastNode")
     with pytest.raises(ValueError, match="assign: node id out of range"):
@@ -89,7 +89,7 @@ def test_class1_conformance_reports_a_bad_node_id(synthetic_model):
 
 
 def test_class1_slot_ids_beyond_int32_refused(tmp_path):
-    from gmm_volunteer.model.preflight import check_run
+    from gmm_volunteer.run.preflight import check_run
 
     cfg = _quick(bundle_with_slots(tmp_path, 30), users=100_000_000)
     with pytest.raises(ConfigError, match=r"users.count: .* 30 subtask slots .*int32"):

@@ -17,9 +17,10 @@ import yaml
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.experiments.sweep import execute_run, load_grid, run_sweep, unique_run_names
-from gmm_volunteer.io.bundle import BundleError, load_bundle, write_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle, write_bundle
+from gmm_volunteer.model.bundle import BundleError
 from gmm_volunteer.io.results import DamagedResultError, is_complete, open_result, store_attrs, write_result
-from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.testing.synthetic import synthetic_bundle
 
 from helpers import fake_simulate, write_tiny_grid

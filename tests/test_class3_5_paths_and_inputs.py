@@ -53,7 +53,7 @@ def test_class3_unwritable_output_is_refused_before_the_work(tmp_path, cfg, caps
     import gmm_volunteer.experiments.capacity_vector as cv
     import gmm_volunteer.experiments.report as report
     import gmm_volunteer.fitting.fit as fit
-    import gmm_volunteer.model.engine as engine
+    import gmm_volunteer.run.engine as engine
     import gmm_volunteer.optimisation.search as search
 
     for module, name in ((engine, "simulate"), (search, "tune"), (cv, "simulation_evaluator"),
@@ -80,7 +80,7 @@ def test_class3_unwritable_output_is_refused_before_the_work(tmp_path, cfg, caps
     (".", "the current directory"),
 ])
 def test_class4_bad_output_paths_are_usage_errors(tmp_path, cfg, capsys, monkeypatch, output, message):
-    import gmm_volunteer.model.engine as engine
+    import gmm_volunteer.run.engine as engine
 
     monkeypatch.setattr(engine, "simulate", _never)
     monkeypatch.chdir(tmp_path)

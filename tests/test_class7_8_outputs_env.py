@@ -73,7 +73,7 @@ def test_class7_leftovers_of_a_killed_bundle_writer_are_cleaned_only_when_ours(t
     between moving the old bundle aside and renaming the new one leaves ``.<name>.old-<pid>``
     and no bundle. The next write at that path cleans the first, the second is restored
     or removed, and a folder of the same name that no bundle writer made is left alone."""
-    from gmm_volunteer.io.bundle import clean_bundle_leftovers, load_bundle, write_bundle
+    from gmm_volunteer.io.bundlefiles import clean_bundle_leftovers, load_bundle, write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     dead = 2**22 + 12345  # beyond the kernel's pid range: certainly gone
@@ -103,7 +103,7 @@ def test_class7_leftovers_of_a_killed_bundle_writer_are_cleaned_only_when_ours(t
 ])
 def test_class8_environment_refuses_non_finite_options(synthetic_model, option, value):
     pytest.importorskip("gymnasium")
-    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.run.config import config_from_dict
     from gmm_volunteer.optimisation.env import SchedulingEnv
 
     cfg = config_from_dict({"steps": 400, "model": str(synthetic_model), "scheduler": "weighted", "server": {"capacity": 10},

@@ -19,7 +19,8 @@ import pytest
 
 from gmm_volunteer.fitting.fit import fit_bundle
 from gmm_volunteer.fitting.synthetic import SyntheticSpec, write_synthetic_traces
-from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.model.bundle import bundle_digest, legacy_bundle_digest
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -36,7 +36,7 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 
 class FakeEngine:
-    """Stands in for `gmm_volunteer.model.engine` and remembers how it was called."""
+    """Stands in for `gmm_volunteer.run.engine` and remembers how it was called."""
 
     def __init__(self, behaviour=None):
         self.calls = []
@@ -52,9 +52,9 @@ class FakeEngine:
 @pytest.fixture
 def engine(monkeypatch) -> FakeEngine:
     fake = FakeEngine()
-    module = types.ModuleType("gmm_volunteer.model.engine")
+    module = types.ModuleType("gmm_volunteer.run.engine")
     module.simulate = fake.simulate
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.run.engine", module)
     return fake
 
 
@@ -86,7 +86,7 @@ def test_building_the_parser_imports_no_heavy_module():
         from gmm_volunteer.cli.commands import build_parser
         build_parser()
         heavy = ["numba", "xarray", "zarr", "dask", "scipy", "statsmodels", "matplotlib",
-                 "gmm_volunteer.model.engine"]
+                 "gmm_volunteer.run.engine"]
         print(",".join(m for m in heavy if m in sys.modules))
         """
     )
@@ -335,7 +335,7 @@ def test_run_unexpected_failure_exits_1(workdir, engine, capsys):
 
 
 def test_config_error_raised_later_exits_2(workdir, engine, capsys):
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     engine.behaviour = ConfigError("run.yaml: requests.type_probabilities: 4 entries, the bundle has 3 task types")
     assert main(["run", "run.yaml"]) == 2
@@ -355,7 +355,7 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
 
     monkeypatch.setattr(feedback, "_announced", False)
     monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: cached)
-    from gmm_volunteer.model import precompile as precompile_mod
+    from gmm_volunteer.run import precompile as precompile_mod
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     compiled = []  # the compile stage runs before the simulation, only when not cached
@@ -371,7 +371,7 @@ def test_run_announces_a_cold_compile_before_simulating(workdir, engine, capsys,
         seen.append(capsys.readouterr().err)
         return engine.simulate(cfg, progress)
 
-    monkeypatch.setattr(sys.modules["gmm_volunteer.model.engine"], "simulate", spy)
+    monkeypatch.setattr(sys.modules["gmm_volunteer.run.engine"], "simulate", spy)
     assert main(["run", "run.yaml"] + ([flag] if flag else [])) == 0
     assert compiled == ([] if cached else [40])
     before = seen[0]
@@ -433,8 +433,8 @@ def test_summarize_into_closed_pipe_is_quiet(workdir, engine, capsys, monkeypatc
 
 
 def test_run_end_to_end_with_engine(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("gmm_volunteer.model.engine")
-    from gmm_volunteer.io.bundle import write_bundle
+    pytest.importorskip("gmm_volunteer.run.engine")
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.io.results import open_result
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 

@@ -14,8 +14,8 @@ from numba import njit
 
 from gmm_volunteer.cli import feedback
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model import precompile as precompile_mod
-from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.run import precompile as precompile_mod
+from gmm_volunteer.run.config import config_from_dict
 from gmm_volunteer.model.kernels.compile_log import CompileLog
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer.model.config import (
+from gmm_volunteer.run.config import (
     ConfigError,
     Exponential,
     LogNormal,

@@ -1,4 +1,4 @@
-"""The policy conformance checker (policies/conformance.py) over every registered policy
+"""The policy conformance checker (testing/conformance.py) over every registered policy
 and the example plugin, and on broken policies it must reject."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from gmm_volunteer.model.actions import assign, pending_requests_fifo
 from gmm_volunteer.policies import executor_names, scheduler_names
 from gmm_volunteer.policies.base import Scheduler
-from gmm_volunteer.policies.conformance import ConformanceError, check_policy
+from gmm_volunteer.testing.conformance import ConformanceError, check_policy
 from gmm_volunteer.policies.uniform import uniform_downloads, uniform_place
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

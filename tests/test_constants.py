@@ -12,7 +12,8 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from gmm_volunteer.model import config, constants, laws
+from gmm_volunteer.model import constants, laws
+from gmm_volunteer.run import config
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gmm_volunteer"
 

@@ -30,7 +30,7 @@ FORMAT1 = Path(__file__).parent / "data" / "store_format1.zarr"
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory):
     """Three small simulated runs (different schedulers, users, lengths), stored."""
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     root = tmp_path_factory.mktemp("conv")
     bundle = bundle_dir(root)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gmm_volunteer.model.config import ConfigError, config_from_dict
+from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.model.demand import Demand, cumulative, demand_arrays
-from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.model.kernels.demand import warp
 from gmm_volunteer.model.laws import MAX_DURATION
 

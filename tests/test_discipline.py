@@ -39,9 +39,9 @@ import pytest
 from engine_support import make_config
 from test_invariants import run_checked
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.io.bundle import write_bundle
-from gmm_volunteer.model.config import Exponential
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import write_bundle
+from gmm_volunteer.run.config import Exponential
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.params import CPU, EXECUTION
 from gmm_volunteer.model.theory import discrete_mean, fifo_mixture_delay, mva_delay_ld, ps_server_rate
 from gmm_volunteer.testing.synthetic import two_size_bundle

@@ -13,7 +13,8 @@ import pytest
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io import resultdocs, resultfile
-from gmm_volunteer.io.bundle import PACKAGED, bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import PACKAGED, load_bundle
+from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def test_a_bundle_the_check_cannot_find_fails(tmp_path):
 
 
 def test_a_synthetic_bundle_is_named_by_its_function(tmp_path):
-    from gmm_volunteer.io.bundle import validate_bundle
+    from gmm_volunteer.model.bundle import validate_bundle
     from gmm_volunteer.testing.synthetic import queueing_bundle
 
     name = "gmm_volunteer.testing.synthetic:queueing_bundle"
@@ -307,7 +308,7 @@ def test_results_table_gives_a_legacy_digest_of_the_bundle_its_current_digest(tm
     # Stores of 0.8.0 and before recorded the digest of the whole bundle (stamp and
     # provenance included); the header gives the bundle's digest when the recorded one is
     # the legacy digest of the bundle named now, and keeps any other as recorded.
-    from gmm_volunteer.io.bundle import legacy_bundle_digest
+    from gmm_volunteer.model.bundle import legacy_bundle_digest
 
     output = _fake_sweep(tmp_path, digest=legacy_bundle_digest)
     bundle = load_bundle(tmp_path / "bundle")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.policies.base import KernelPolicy
 from gmm_volunteer.policies.uniform import Uniform

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gmm_volunteer.model.config import ConfigError, config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.config import ConfigError, config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.params import CPU, MEMORY
 
 ROOT = Path(__file__).resolve().parents[1]

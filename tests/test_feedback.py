@@ -142,9 +142,9 @@ def capacity_config(tmp_path, monkeypatch):
     from test_capacity import exponential_simulate
 
     write_tiny_grid(tmp_path)
-    module = types.ModuleType("gmm_volunteer.model.engine")
+    module = types.ModuleType("gmm_volunteer.run.engine")
     module.simulate = lambda cfg, progress=False: exponential_simulate(cfg)
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.run.engine", module)
     monkeypatch.setattr(feedback, "kernels_cached", lambda dispatchers=None: False)
     return tmp_path / "base.yaml"
 

@@ -183,7 +183,7 @@ def test_degree_chosen_by_the_sizes_left_out():
 
 def _shipped(name):
     from gmm_volunteer.fitting.traces import load_traces
-    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
 
     traces = {"default": "traces", "paper-scale": "traces/paper-scale"}[name]
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ def test_shipped_hazard_blocks_are_refitted_from_their_traces(name, tmp_path):
     import yaml
 
     from gmm_volunteer.fitting.refit_hazard import main
-    from gmm_volunteer.io.bundle import packaged_bundle
+    from gmm_volunteer.io.bundlefiles import packaged_bundle
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     traces = root / {"default": "traces", "paper-scale": "traces/paper-scale"}[name]

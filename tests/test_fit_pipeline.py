@@ -12,7 +12,7 @@ from gmm_volunteer.fitting.catalog import _round_above, execution_time_rank
 from gmm_volunteer.fitting.fit import fit_bundle
 from gmm_volunteer.fitting.synthetic import SyntheticSpec, execution_profile, write_synthetic_traces
 from gmm_volunteer.fitting.traces import load_traces
-from gmm_volunteer.io.bundle import load_bundle, write_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle, write_bundle
 
 SPEC = SyntheticSpec(duration_s=900, n_types=3, batch_sizes=(1, 5), reps=3, download_reps=1)
 GRID = ((1, 0), (2, 0))

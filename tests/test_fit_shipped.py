@@ -36,7 +36,7 @@ def test_refit_of_shipped_traces_reproduces_the_bundle(tmp_path, bundle, traces)
 
 @pytest.mark.parametrize("bundle", ["default", "paper-scale"])
 def test_shipped_bundle_is_fitted_and_valid(bundle):
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
 
     b = load_bundle(ROOT / "gmm_volunteer/bundles" / bundle)
     assert not b.provisional

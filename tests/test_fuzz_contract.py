@@ -43,7 +43,7 @@ BASE = {"seed": 3, "steps": 30, "users": {"count": 12}, "server": {"capacity": 1
 
 @pytest.fixture(scope="module")
 def place(tmp_path_factory):
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
 
     root = tmp_path_factory.mktemp("contract")
     write_bundle(synthetic_bundle(), root / "bundle")

@@ -24,8 +24,8 @@ from hypothesis import strategies as st  # noqa: E402
 from engine_support import make_config  # noqa: E402
 from gmm_volunteer.cli.commands import main  # noqa: E402
 from gmm_volunteer.io.results import write_result  # noqa: E402
-from gmm_volunteer.model import checkpoint as ck  # noqa: E402
-from gmm_volunteer.model.engine import Simulation, simulate  # noqa: E402
+from gmm_volunteer.run import checkpoint as ck  # noqa: E402
+from gmm_volunteer.run.engine import Simulation, simulate  # noqa: E402
 from gmm_volunteer.testbed import isolation  # noqa: E402
 
 FUZZ = settings(derandomize=True, deadline=None, database=None, max_examples=25,

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gmm_volunteer.cli.commands import main  # noqa: E402
-from gmm_volunteer.model.config import schema_keys  # noqa: E402
+from gmm_volunteer.run.config import schema_keys  # noqa: E402
 from gmm_volunteer.testing.synthetic import synthetic_bundle  # noqa: E402
 
 from engine_support import bundle_dir  # noqa: E402
@@ -56,21 +56,21 @@ def place(tmp_path_factory):
 
 @contextlib.contextmanager
 def stopping_engine():
-    module = types.ModuleType("gmm_volunteer.model.engine")
+    module = types.ModuleType("gmm_volunteer.run.engine")
 
     def simulate(cfg, progress=True, bundle=None):
         raise KeyboardInterrupt
 
     module.simulate = simulate
-    saved = sys.modules.get("gmm_volunteer.model.engine")
-    sys.modules["gmm_volunteer.model.engine"] = module
+    saved = sys.modules.get("gmm_volunteer.run.engine")
+    sys.modules["gmm_volunteer.run.engine"] = module
     try:
         yield
     finally:
         if saved is None:
-            sys.modules.pop("gmm_volunteer.model.engine", None)
+            sys.modules.pop("gmm_volunteer.run.engine", None)
         else:
-            sys.modules["gmm_volunteer.model.engine"] = saved
+            sys.modules["gmm_volunteer.run.engine"] = saved
 
 
 def snapshot(root: Path) -> dict:

@@ -15,9 +15,9 @@ import yaml
 from engine_support import make_config
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io.results import is_complete
-from gmm_volunteer.model import checkpoint as ck
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run import checkpoint as ck
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.policies.guard import NO_PLUGINS_ENV
 
 from test_checkpoint import CASES

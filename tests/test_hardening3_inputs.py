@@ -15,10 +15,10 @@ import yaml
 
 from engine_support import make_config
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.io.bundle import BundleError, validate_bundle
+from gmm_volunteer.model.bundle import BundleError, validate_bundle
 from gmm_volunteer.io.manifest import MANIFEST_NAME
 from gmm_volunteer.io.results import DamagedResultError, open_result, write_result
-from gmm_volunteer.model.engine import simulate
+from gmm_volunteer.run.engine import simulate
 from gmm_volunteer.testing.synthetic import synthetic_bundle
 
 DATA = Path(__file__).parent / "data"

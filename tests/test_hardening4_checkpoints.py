@@ -21,8 +21,8 @@ import yaml
 
 from engine_support import make_config
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model import checkpoint as ck
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run import checkpoint as ck
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.policies.guard import NO_PLUGINS_ENV
 from gmm_volunteer.policies.uniform import Uniform
 from test_hardening3_checkpoints import saved  # noqa: F401 (the fixture)

@@ -201,7 +201,7 @@ def test_testbed_steps_beyond_memory_are_refused_before_the_start(tmp_path, caps
     import gmm_volunteer.testbed.run as run
 
     monkeypatch.setattr(run, "run_testbed", lambda *a, **k: pytest.fail("started"))
-    monkeypatch.setattr("gmm_volunteer.model.preflight.available_memory", lambda: 8 * 10**9)
+    monkeypatch.setattr("gmm_volunteer.run.preflight.available_memory", lambda: 8 * 10**9)
     code, err = _run(["testbed", CASE, "--set", "steps=1000000000", "-o", tmp_path / "t.zarr", "-q"], capsys)
     assert code == 2 and "steps: 1,000,000,000 steps" in err and "per-step arrays need" in err, err
     assert not list(tmp_path.iterdir())

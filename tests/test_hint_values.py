@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gmm_volunteer.cli.commands import build_parser, main
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.run.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import yaml
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.cli.errors import EXIT_NOT_MET
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.run.config import ConfigError, load_config
 
 
 def _error(path, overrides=()) -> str:

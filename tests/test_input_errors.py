@@ -13,9 +13,9 @@ import types
 import pytest
 import yaml
 
-from gmm_volunteer.io.bundle import BundleError, validate_bundle
+from gmm_volunteer.model.bundle import BundleError, validate_bundle
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model.config import ConfigError, load_config, parse_override
+from gmm_volunteer.run.config import ConfigError, load_config, parse_override
 from gmm_volunteer.testing.synthetic import synthetic_bundle
 from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
 
@@ -35,14 +35,14 @@ def workdir(tmp_path, monkeypatch):
 @pytest.fixture
 def engine(monkeypatch):
     calls = []
-    module = types.ModuleType("gmm_volunteer.model.engine")
+    module = types.ModuleType("gmm_volunteer.run.engine")
 
     def simulate(cfg, progress=True, bundle=None):
         calls.append(cfg)
         return fake_simulate(cfg, progress)
 
     module.simulate = simulate
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", module)
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.run.engine", module)
     return calls
 
 
@@ -83,7 +83,7 @@ def test_numbers_outside_the_documented_domain_exit_2(workdir, engine, capsys, o
 
 
 def test_documented_limits_match_the_code():
-    from gmm_volunteer.model import config
+    from gmm_volunteer.run import config
 
     text = (__import__("pathlib").Path(__file__).parents[1] / "docs" / "usage.md").read_text()
     for value in (f"{config.MAX_USERS:,}", f"{config.MAX_STEPS:,}", f"{config.MAX_BURN_IN:,}",
@@ -295,7 +295,7 @@ def test_binary_grid_file_exits_2(tmp_path, capsys):
 # -- memory ------------------------------------------------------------------------------------
 
 def test_a_run_that_cannot_fit_in_memory_is_refused_with_its_figure(workdir, engine, capsys, monkeypatch):
-    from gmm_volunteer.model import preflight
+    from gmm_volunteer.run import preflight
 
     monkeypatch.setattr(preflight, "available_memory", lambda: 200_000_000)  # 200 MB
     err = refused(["run", "run.yaml", "--set", "users.count=1000000"], workdir, engine, capsys,
@@ -306,7 +306,7 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_with_its_figure(workdir, eng
 
 
 def test_memory_estimate_grows_with_users_and_steps(workdir):
-    from gmm_volunteer.model.preflight import bundle_for, estimate_memory
+    from gmm_volunteer.run.preflight import bundle_for, estimate_memory
 
     def est(*overrides):
         cfg = load_config(workdir / "run.yaml", overrides)
@@ -319,7 +319,7 @@ def test_memory_estimate_grows_with_users_and_steps(workdir):
 
 
 def test_local_sweep_that_cannot_fit_is_refused(tmp_path, capsys, monkeypatch):
-    from gmm_volunteer.model import preflight
+    from gmm_volunteer.run import preflight
 
     monkeypatch.setattr(preflight, "available_memory", lambda: 50_000_000)
     path = write_tiny_grid(tmp_path, grid={"users.count": [100, 1000000]}, seeds=1)

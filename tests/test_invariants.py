@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_support import make_config
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.testing.invariants import (
     check_after_executor,
     check_placements,

@@ -1,24 +1,17 @@
-"""The package's layout (docs/api.md, "Module map"): no import cycles, including ones
-hidden by imports inside functions; the package, tests, benchmarks and examples use the
-new module paths only; the old paths of 0.3 still give the very same module objects."""
+"""The package's layout (docs/api.md, "Module map"): its folders are floors, each importing
+only its own and the ones below (the model on the ground, nothing under it); no import
+cycles, including ones hidden by imports inside functions; the package, tests, benchmarks
+and examples import only modules that exist (0.3's old paths are gone after 0.8.8)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
-import os
-import subprocess
-import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-from gmm_volunteer._moved import MOVED, new_name
-
 ROOT = Path(__file__).resolve().parents[1]
-# Modules kept only so that an old import keeps working; they import what replaced them.
-SHIMS = {"gmm_volunteer.policies.builtin", "gmm_volunteer.policies.fused"}
 
 
 def module_files(root: Path, package: str) -> dict[str, Path]:
@@ -67,6 +60,64 @@ def import_graph(root: Path, package: str, exclude=frozenset()) -> dict[str, set
     return graph
 
 
+# The floors of docs/api.md's module map: a module imports its own folder's modules and
+# those of lower floors only. The top floor's folders use one another (the CLI runs
+# experiments, fits and the testbed).
+FLOORS = {"model": 0, "io": 1, "policies": 1, "run": 2, "experiments": 3, "optimisation": 3,
+          "fitting": 3, "cli": 3, "testbed": 3, "testing": 3}
+# Modules beside the floors that import nothing of the package, so that any floor reads them.
+LEAVES = {"_version", "trajectory", "starter"}
+
+
+def room(module: str) -> str:
+    """The folder (or leaf module) of the package that `module` is in; "" for the package."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def floor_violations(graph: dict[str, set[str]], floors=FLOORS, leaves=LEAVES) -> list[str]:
+    """Every import of the graph that goes to another folder not below the importer's
+    floor: ``a -> b`` strings. A module outside the floors and leaves (the package's
+    __init__, its import hooks) sits on the top, which imports any floor."""
+    top = max(floors.values())
+    bad = []
+    for module, targets in sorted(graph.items()):
+        here = room(module)
+        level = floors.get(here, top)
+        if level == top:
+            continue
+        for target in sorted(targets):
+            there = room(target)
+            if there != here and there not in leaves and floors.get(there, top) >= level:
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_each_floor_imports_only_its_own_and_lower_floors():
+    graph = import_graph(ROOT, "gmm_volunteer")
+    assert {room(m) for m in graph} >= set(FLOORS)  # every floor is there to be checked
+    bad = floor_violations(graph)
+    assert not bad, "imports up a floor or across one: " + "; ".join(bad)
+
+
+def test_the_model_imports_nothing_of_another_floor():
+    """docs/api.md: the model reads nothing of io, policies, the run layer, experiments,
+    the CLI, fitting or the testbed; only the leaves beside the floors."""
+    graph = import_graph(ROOT, "gmm_volunteer")
+    model = {m: t for m, t in graph.items() if room(m) == "model"}
+    assert len(model) > 20  # the walk found the model
+    assert not [f"{m} -> {t}" for m, ts in model.items() for t in ts if room(t) not in {"model"} | LEAVES]
+
+
+def test_an_import_up_a_floor_or_across_one_is_found():
+    graph = {"pkg.model.a": {"pkg.model.b", "pkg._version"}, "pkg.model.b": {"pkg.run.c"},
+             "pkg.io.d": {"pkg.policies.e", "pkg.model.a"}, "pkg.policies.e": {"pkg.model.b"},
+             "pkg.run.c": {"pkg.io.d", "pkg.policies.e"}, "pkg.cli.f": {"pkg.testbed.g", "pkg.run.c"},
+             "pkg.testbed.g": {"pkg.cli.f"}, "pkg": {"pkg.cli.f"}, "pkg.run.h": {"pkg"}}
+    assert floor_violations(graph) == ["pkg.io.d -> pkg.policies.e", "pkg.model.b -> pkg.run.c",
+                                       "pkg.run.h -> pkg"]
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as [a, b, ..., a], or None when it is acyclic."""
     state: dict[str, int] = {}  # 1 on the current path, 2 finished
@@ -91,7 +142,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_package_has_no_import_cycle():
-    graph = import_graph(ROOT, "gmm_volunteer", exclude=SHIMS)
+    graph = import_graph(ROOT, "gmm_volunteer")
     assert len(graph) > 80  # the walk found the package
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
@@ -114,43 +165,21 @@ def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
 
 
 @pytest.mark.parametrize("folder", ["gmm_volunteer", "tests", "benchmarks", "examples"])
-def test_code_imports_the_new_module_paths_only(folder):
+def test_code_imports_only_modules_of_the_package_that_exist(folder):
+    """An import of a moved or removed path of the package (0.3's flat paths, the model's
+    config and engine of 0.8.8) fails here rather than when its line runs."""
+    package = module_files(ROOT, "gmm_volunteer")
     stale = []
     for path in sorted((ROOT / folder).rglob("*.py")):
         if "__pycache__" in path.parts:  # generated fused runners of older versions
             continue
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         for target in imported_names(path, name):
-            if new_name(target) is not None:
-                stale.append(f"{path.relative_to(ROOT)}: {target}")
-    assert not stale, "old module paths: " + "; ".join(stale)
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_module_path_gives_the_new_module_object(old):
-    new = MOVED[old]
-    with pytest.warns(DeprecationWarning, match=f"import {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
-def test_an_old_path_below_a_moved_package_gives_the_new_module():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old = importlib.import_module("gmm_volunteer.kernels.ops")
-        fit = importlib.import_module("fitting.collect.lloyd_max")
-    assert old is importlib.import_module("gmm_volunteer.model.kernels.ops")
-    assert fit is importlib.import_module("gmm_volunteer.fitting.collect.lloyd_max")
-
-
-def test_a_module_named_fitting_of_the_user_wins_over_the_old_alias(tmp_path):
-    """The alias serves `fitting` only when nothing on the import path has it."""
-    (tmp_path / "fitting").mkdir()
-    (tmp_path / "fitting" / "__init__.py").write_text("MINE = True\n")
-    (tmp_path / "fitting" / "sub.py").write_text("ALSO = True\n")
-    code = ("import gmm_volunteer, fitting, fitting.sub\n"
-            "print(fitting.MINE, fitting.sub.ALSO, fitting.__file__)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["True", "True", str(tmp_path / "fitting" / "__init__.py")]
+            if target.partition(".")[0] != "gmm_volunteer" or target in package:
+                continue
+            parent, _, leaf = target.rpartition(".")
+            if parent in package and (package[parent].name != "__init__.py"
+                                      or hasattr(importlib.import_module(parent), leaf)):
+                continue  # `from module import name`: a name the module has
+            stale.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not stale, "imports of modules that do not exist: " + "; ".join(stale)

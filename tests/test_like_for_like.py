@@ -15,8 +15,8 @@ NODE, REAL, OWN, HYBRID = (DECISION_FIELDS.index(f) for f in ("node", "realized"
 
 
 def _run(synthetic_model, scheduler, server_cores=2, users=20, steps=150):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = config_from_dict({"steps": steps, "seed": 4, "model": str(synthetic_model),
                             "users": {"count": users, "capacity": 1},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import merge_lookup, merge_record
 from gmm_volunteer.model.state import merge_table_size, pack_state
 

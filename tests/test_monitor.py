@@ -22,8 +22,8 @@ def make_R(options=None, n_nodes=4, steps=100, n_sub=2, nf=0):
 
 @pytest.fixture(scope="module")
 def sim(synthetic_model):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = config_from_dict({"steps": 50, "seed": 3, "model": str(synthetic_model),
                             "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
@@ -113,8 +113,8 @@ def test_metric_reads_poll_and_overload(sim):
 
 
 def test_router_records_monitoring_cost(synthetic_model, tmp_path):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.io.results import open_result, write_result
     from gmm_volunteer.experiments.summary import run_metrics
 

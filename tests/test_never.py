@@ -15,9 +15,9 @@ import yaml
 
 from engine_support import make_config
 from gmm_volunteer.model import rng
-from gmm_volunteer.model.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
+from gmm_volunteer.run.config import DIST_NAMES, ConfigError, Never, config_from_dict, load_config
 from gmm_volunteer.model import laws
-from gmm_volunteer.model.engine import Simulation, stationary_availability
+from gmm_volunteer.run.engine import Simulation, stationary_availability
 from gmm_volunteer.model.params import dist_law, mean_duration
 from gmm_volunteer.io.runrecord import OUTCOMES
 
@@ -112,7 +112,7 @@ def test_cli_refuses_forbidden_never_exit_2_writes_nothing(tmp_path, monkeypatch
     def no_simulation(*args, **kwargs):
         raise AssertionError("the simulator must not run on an invalid config")
 
-    monkeypatch.setitem(sys.modules, "gmm_volunteer.model.engine", types.SimpleNamespace(simulate=no_simulation))
+    monkeypatch.setitem(sys.modules, "gmm_volunteer.run.engine", types.SimpleNamespace(simulate=no_simulation))
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(minimal))
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))

@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import gmm_volunteer.optimisation  # noqa: F401  (registers the environment)
-from gmm_volunteer.model.config import config_from_dict
+from gmm_volunteer.run.config import config_from_dict
 from gmm_volunteer.optimisation import ENV_ID
 from gmm_volunteer.optimisation.env import SchedulingEnv, make_vector_env
 
@@ -147,7 +147,7 @@ def test_weights_change_without_recompiling(make):
 def test_weighted_scheduler_conforms_with_waiting(synthetic_model):
     """The conformance checker on weights that exercise every branch: waiting drawn
     often (wait above the nodes), server and batch preferences, memory aversion."""
-    from gmm_volunteer.policies.conformance import check_policy
+    from gmm_volunteer.testing.conformance import check_policy
 
     check_policy("scheduler", "weighted", {"server_weight": 3.0, "batch_weight": 2.0,
                                            "memory_weight": -1.0, "wait_weight": 1.0},

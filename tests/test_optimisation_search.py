@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.optimisation.search import (
     METHODS,
     minimise,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gmm_volunteer.io.bundle import PACKAGED, packaged_bundle
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.io.bundlefiles import PACKAGED, packaged_bundle
+from gmm_volunteer.run.config import ConfigError, load_config
 
 SHIPPED = PACKAGED / "default"
 BASE = "steps: 10\nusers: {count: 10, capacity: 1}\nserver: {capacity: 5}\n"

@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from engine_support import make_config
-from gmm_volunteer.io.bundle import write_bundle
-from gmm_volunteer.model.config import ConfigError, config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from engine_support import assert_work_within_cpu_used, make_config, step_checking_shares
+from gmm_volunteer.io.bundlefiles import write_bundle
+from gmm_volunteer.run.config import ConfigError, config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.hazard import hazard
 from gmm_volunteer.model.params import CPU, EXECUTION
-from gmm_volunteer.model.preflight import check_run
+from gmm_volunteer.run.preflight import check_run
 from gmm_volunteer.testing.synthetic import hazard_block, queueing_bundle, synthetic_bundle
 from test_invariants import run_checked
 
@@ -120,26 +120,8 @@ def test_shares_hold_every_step(paper_model, scheduler, server):
     cfg = make_config(paper_model, users=120, steps=400, scheduler=scheduler, server=server, seed=7,
                       execution={"progress": "paper"})
     sim = Simulation(cfg)
-    contended = 0
-    while sim.t < cfg.steps:
-        t = sim.t
-        sim.advance()
-        S = sim.arrays
-        touched = S.nd_touched[: S.n_touched[0]]
-        for r in (0, 1, CPU):
-            used, alloc = S.nd_cons[touched, r], S.alloc[touched, r]
-            assert np.all(used <= alloc * (1 + 1e-9) + 1e-9), (t, r)
-        assert S.ser_ucons[t, 0] <= S.alloc[0, 1] * (1 + 1e-6) + 1e-6
-        assert S.ser_ucons[t, 1] <= S.alloc[0, 0] * (1 + 1e-6) + 1e-6
-        contended += int(np.any(S.nd_fac[touched, 2] < 1.0))
-        sim.act_executor()
-        sim.act_scheduler()
-        sim.t += 1
-    assert contended > 10
-    rec = sim.record()
-    charged = rec.completed_work.astype(np.float64).sum(axis=0)
-    used = np.array([rec.server_consumption[:, CPU].sum(), rec.user_consumption[:, CPU].sum()]) / 100.0
-    assert charged.sum() > 0 and np.all(charged <= used * (1 + 1e-5) + 1e-3)
+    assert step_checking_shares(sim) > 10
+    assert_work_within_cpu_used(sim)
 
 
 @pytest.mark.parametrize("scheduler", ["centralized", "uniform", "affinity"])
@@ -179,7 +161,7 @@ def test_clamp_evaluates_large_batches_at_the_largest_measured_size():
     measured size (16 on paper-scale) at that size; `extrapolate` at its own, where the
     work-fraction hazard divides by the larger work of a batch of 64 and so ends it later,
     step by step, than one of 16 (docs/model.md D27, D32)."""
-    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
     from gmm_volunteer.model.params import build_params, pack_params
 
     path = packaged_bundle("paper-scale")
@@ -219,7 +201,7 @@ def test_kernel_hazard_is_the_fitted_block(name):
     at random."""
     from gmm_volunteer.fitting.hazard import hazard_probability
     from gmm_volunteer.fitting.hazard_check import _work
-    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
     from gmm_volunteer.model.params import build_params, pack_params
 
     path = packaged_bundle(name)

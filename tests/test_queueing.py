@@ -36,9 +36,9 @@ import math
 import numpy as np
 import pytest
 
-from gmm_volunteer.io.bundle import write_bundle
-from gmm_volunteer.model.config import Exponential
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import write_bundle
+from gmm_volunteer.run.config import Exponential
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.testing.synthetic import queueing_bundle, queueing_config
 from gmm_volunteer.model.theory import discrete_mean, mva_delay_ld, ps_server_rate
 

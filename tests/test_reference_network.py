@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gmm_volunteer.io.bundle import write_bundle
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import write_bundle
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.theory import mva_delay_ld, ps_server_rate
 from gmm_volunteer.testing.synthetic import queueing_bundle, queueing_config
 

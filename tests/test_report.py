@@ -128,8 +128,8 @@ def test_report_marks_missing_runs(sweep, tmp_path):
 
 def test_end_to_end_sweep_and_report_with_the_engine(tmp_path):
     """The real engine on a tiny grid (synthetic model bundle): sweep -> combine -> report."""
-    pytest.importorskip("gmm_volunteer.model.engine")
-    from gmm_volunteer.io.bundle import write_bundle
+    pytest.importorskip("gmm_volunteer.run.engine")
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
@@ -204,7 +204,7 @@ def test_regime_map_restates_findings_cell_by_cell(tmp_path_factory):
 
     from gmm_volunteer.experiments import regime
     from gmm_volunteer.experiments.analysis import latency_quantile, request_counts, server_consumption
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
 
     tmp = tmp_path_factory.mktemp("regime")
     grid = load_grid(write_tiny_grid(tmp, grid={

@@ -279,7 +279,7 @@ def _allocation_rows(text: str) -> tuple[str, dict[str, list[str]]]:
 def test_summary_states_the_allocation_fractions_in_effect(tmp_path, synthetic_model):
     import yaml
 
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
 
     fitted = load_bundle(synthetic_model).allocation
     cfg = {"seed": 1, "steps": 40, "model": str(synthetic_model),

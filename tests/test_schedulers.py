@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine_support import make_config
-from gmm_volunteer.model.engine import Simulation, simulate
+from gmm_volunteer.run.engine import Simulation, simulate
 from gmm_volunteer.model.params import DONE, READY
 from gmm_volunteer.policies import executor_names, make_scheduler, scheduler_names
 from gmm_volunteer.io.runrecord import EVENTS

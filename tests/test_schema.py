@@ -14,7 +14,7 @@ import yaml
 
 from gmm_volunteer.cli.commands import main
 from gmm_volunteer.io.yamlio import load_yaml
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.run.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ from test_monitor import make_R
 
 
 def _run(synthetic_model, scheduler, options=None, steps=200, users=20, server=1, seed=4):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = config_from_dict({"steps": steps, "seed": seed, "model": str(synthetic_model),
                             "users": {"count": users, "capacity": 1}, "server": {"capacity": server},
@@ -80,8 +80,8 @@ def test_score_patch_is_kept_per_pod_so_two_variants_do_not_flip_it():
 
 
 def test_admission_waits_a_step_after_the_first_read(synthetic_model):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     sim = Simulation(config_from_dict({"steps": 5, "seed": 1, "model": str(synthetic_model),
                                        "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
@@ -95,7 +95,7 @@ def test_admission_waits_a_step_after_the_first_read(synthetic_model):
 
 
 def test_a_lambda_per_request_type_must_match_the_types(synthetic_model):
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     with pytest.raises(ConfigError, match="scheduler_options.latency_weight_per_type"):
         _run(synthetic_model, "asrb", {"latency_weight_per_type": [1.0] * 50}, steps=5)

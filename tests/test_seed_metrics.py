@@ -74,7 +74,7 @@ def test_sweep_tables_from_the_run_stores(tmp_path):
 
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.experiments.combine import open_combined
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.io.results import open_result
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 

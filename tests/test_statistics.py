@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from engine_support import make_config
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.people import keyed_duration
 from gmm_volunteer.model.params import dist_law, mean_duration
 

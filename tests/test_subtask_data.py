@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gmm_volunteer.io.bundle import load_bundle
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.params import READY, build_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -77,7 +77,7 @@ def test_bad_grid_is_refused_naming_file_and_key(tmp_path, edit, message):
 
 
 def test_shipped_grids_are_valid(tmp_path):
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     from helpers import ensure_schedulers
@@ -103,7 +103,7 @@ def test_shipped_100k_grid_dry_run_lists_its_four_runs(tmp_path, capsys, monkeyp
     2 schedulers x 2 seeds of 100,000 users, short enough to measure; results under the
     git-ignored results/ of the current directory; `--dry-run` validates and writes nothing."""
     from gmm_volunteer.cli.commands import main
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
     from helpers import ensure_schedulers
@@ -383,7 +383,9 @@ def test_resume_keeps_stores_that_recorded_the_legacy_digest_of_the_same_bundle(
     # bundle with another stamp is not this bundle's, and the store is refused.
     import dataclasses
 
-    from gmm_volunteer.io.bundle import legacy_bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+
+    from gmm_volunteer.model.bundle import legacy_bundle_digest
 
     grid = load_grid(write_tiny_grid(tmp_path, grid=SMALL, seeds=1))
     runs = grid.runs()

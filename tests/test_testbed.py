@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model.config import ConfigError, load_config
+from gmm_volunteer.run.config import ConfigError, load_config
 from testbed_support import unavailable
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "configs" / "testbed" / "light-uniform.yaml"
@@ -159,7 +159,7 @@ def test_a_device_killed_mid_run_goes_offline_and_the_run_goes_on(tmp_path, caps
 
 
 def _live(scheduler: str, users: int = 3, seed: int = 0, user_memory: float = 900.0):
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.testbed.placement import LiveScheduler
 
     cfg = load_config(EXAMPLE)

@@ -67,7 +67,7 @@ def test_volunteer_factors_are_ratio_estimates_with_their_delta_method_interval(
 
 
 def test_fit_volunteer_writes_the_factors_and_keeps_an_unexecuted_types(tmp_path):
-    from gmm_volunteer.io.bundle import load_bundle, write_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, write_bundle
     from gmm_volunteer.testbed.batches import fit_volunteer
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
@@ -133,7 +133,7 @@ def test_a_factor_table_is_read_at_the_stores_users_cpu(tmp_path):
     batches at that store's users' CPU maximum (base_profile.cpu x users.capacity)."""
     import yaml
 
-    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, write_bundle
     from gmm_volunteer.testbed.batches import bundle_factors, users_cpu
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
@@ -152,7 +152,7 @@ def test_fit_server_scales_the_table_and_keeps_the_volunteers_work(tmp_path):
     do not count), every size; each volunteer factor, a number or a table per share,
     divided by it, so that a volunteer's work is unchanged; a type the server did not run
     keeps its work."""
-    from gmm_volunteer.io.bundle import load_bundle, write_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, write_bundle
     from gmm_volunteer.testbed.batches import fit_server
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 
@@ -185,7 +185,7 @@ def test_at_reference_speed_divides_each_batchs_cpu_by_its_stores_speed(tmp_path
     """`--speed-reference` (docs/model.md D30): a batch that cost 0.8 CPU-s at speed 0.8
     would have cost 1.0 at the reference's; wall times stay as measured. A fit over a
     store at speed 0.5 and one at 1 reads both at the reference's."""
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.testbed.batches import at_reference_speed, fit_server
     from gmm_volunteer.testing.synthetic import synthetic_bundle
 

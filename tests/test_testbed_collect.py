@@ -325,7 +325,7 @@ def test_calibrate_types_measures_only_those(monkeypatch, tmp_path):
     the provenance says which were measured."""
     import yaml
 
-    from gmm_volunteer.io.bundle import bundle_file
+    from gmm_volunteer.io.bundlefiles import bundle_file
     from gmm_volunteer.testbed import calibrate as cal
 
     asked = []

@@ -52,7 +52,7 @@ def _online_per_step(draws: Draws, steps: int) -> np.ndarray:
 @pytest.mark.parametrize("seed", [1, 5])
 def test_devices_see_the_simulators_users_of_their_seed(seed):
     from gmm_volunteer.io.results import build_dataset
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     cfg, _ = load_testbed(CHURN, [f"seed={seed}", "steps=600"])
     record = simulate(cfg, progress=False)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gmm_volunteer.fitting.collect.models import fix_mmap_threshold
-from gmm_volunteer.testbed import section
+from gmm_volunteer.run.config import testbed as section
 
 # Allocates and frees a 24 MB buffer twice and prints, for each, whether glibc mapped it
 # on its own (`mallinfo2`: the bytes in mapped blocks while it is held), which does not

@@ -5,7 +5,7 @@ minutes; docs/results/testbed-heap.md is its committed output."""
 
 from __future__ import annotations
 
-from gmm_volunteer.io.bundle import load_bundle, packaged_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
 from gmm_volunteer.model.params import memory_table
 from gmm_volunteer.testbed import heap
 

@@ -28,7 +28,7 @@ def test_cost_ratios_sum_over_the_sizes_measured_in_both():
 def _factored_bundle(tmp_path) -> Path:
     """The default bundle with a volunteer factor per type, as `batches --fit-volunteer`
     writes one."""
-    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(DEFAULT).read_text())
     for i, s in enumerate(data["subtask_types"]):
@@ -41,7 +41,7 @@ def test_quota_measures_each_configs_own_types_and_scales_the_factors(monkeypatc
     population-uniform only its light catalogue; the written bundle's factor of a type is
     g at 15 % and g x its cost ratio at 5 %, and the simulator reads each at its users'
     CPU; a type only the reference measured keeps its number."""
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.testbed import calibrate as cal
     from gmm_volunteer.testbed.quota import main
 

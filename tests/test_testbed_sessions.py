@@ -74,7 +74,7 @@ def test_kept_never_releases_nor_trims(tmp_path, monkeypatch):
 def test_the_section_knows_the_key():
     from pydantic import ValidationError
 
-    from gmm_volunteer.testbed.section import Testbed
+    from gmm_volunteer.run.config.testbed import Testbed
 
     assert Testbed().sessions == "fit"
     assert Testbed(sessions="kept").sessions == "kept"

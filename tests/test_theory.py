@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from gmm_volunteer.model.config import Exponential, LogNormal, Never, Pareto, Weibull
+from gmm_volunteer.run.config import Exponential, LogNormal, Never, Pareto, Weibull
 from gmm_volunteer.model.kernels.people import keyed_duration
 from gmm_volunteer.model.params import dist_law
 from gmm_volunteer.model.theory import (birth_death_marginal, discrete_mean, fifo_mixture_delay, mva_delay_ld,

@@ -17,8 +17,8 @@ from test_monitor import make_R
 
 @pytest.fixture(scope="module")
 def sim(synthetic_model):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
 
     cfg = config_from_dict({"steps": 20, "seed": 5, "model": str(synthetic_model),
                             "users": {"count": 3, "capacity": 1}, "server": {"capacity": 1},
@@ -118,8 +118,8 @@ def test_exploration_rate(sim):
 
 
 def test_decision_log_records_predictions_and_realized(synthetic_model):
-    from gmm_volunteer.model.config import config_from_dict
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.policies.routing import DECISION_FIELDS
 
     cfg = config_from_dict({"steps": 150, "seed": 4, "model": str(synthetic_model),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gmm_volunteer.cli.commands import main
-from gmm_volunteer.model.config import load_config
+from gmm_volunteer.run.config import load_config
 from gmm_volunteer.model.timing import estimate_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ def write(folder: Path, text: str, name: str = "run.yaml") -> Path:
 
 
 def test_a_valid_config_is_reported_with_its_estimates_and_nothing_runs(folder, capsys, monkeypatch):
-    import gmm_volunteer.model.engine as engine
+    import gmm_volunteer.run.engine as engine
 
     monkeypatch.setattr(engine.Simulation, "__init__", lambda *a, **k: pytest.fail("validate simulated"))
     cfg = write(folder, BASE + "output: {path: out/run.zarr}\n")

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
-from gmm_volunteer.io.bundle import BundleError, load_bundle, validate_bundle
-from gmm_volunteer.model.config import config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import load_bundle
+
+from gmm_volunteer.model.bundle import BundleError, validate_bundle
+from gmm_volunteer.run.config import config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.params import build_params
 
 ROOT = Path(__file__).resolve().parents[1]

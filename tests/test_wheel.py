@@ -79,9 +79,9 @@ def test_the_wheel_holds_the_package_its_data_and_nothing_else(wheel):
     assert tops == {"gmm_volunteer", wheel.name.split("-py3")[0] + ".dist-info",
                     "_gmm_volunteer_gymnasium.py", "gmm_volunteer-gymnasium.pth"}, tops
     pth = zipfile.ZipFile(wheel).read("gmm_volunteer-gymnasium.pth").decode()
-    assert pth == "import _gmm_volunteer_gymnasium\n"
+    assert pth == "import _gmm_volunteer_gymnasium; _gmm_volunteer_gymnasium.install_gymnasium()\n"
     assert zipfile.ZipFile(wheel).read("_gmm_volunteer_gymnasium.py") == \
-        (ROOT / "gmm_volunteer" / "optimisation" / "autoregister.py").read_bytes()
+        (ROOT / "gmm_volunteer" / "_hooks.py").read_bytes()
     # In __pycache__ folders only the shipped kernel cache: numba's index and data files
     # and the generated runner of the quickstart's policies (not the stray one planted)
     cached = [n for n in names if "__pycache__" in n]

@@ -85,8 +85,8 @@ def run(args) -> int:
     from gmm_volunteer.cli import feedback
     from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.experiments.capacity import parse_targets
-    from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.preflight import available_memory, check_run
+    from gmm_volunteer.run.config import ConfigError, load_config
+    from gmm_volunteer.run.preflight import available_memory, check_run
 
     _check_options(args)
     try:

@@ -97,7 +97,7 @@ def config_error(exc, config, overrides) -> CommandError:
     """The CommandError (exit 2) of a ConfigError met loading or checking `config` with
     `overrides`: a problem at a key an override set names the override, also when the
     check that found it runs after loading (the bundle's request types, in preflight)."""
-    from gmm_volunteer.model.config import blame_overrides
+    from gmm_volunteer.run.config import blame_overrides
 
     return CommandError(blame_overrides(str(exc), str(config), list(overrides or ())))
 
@@ -106,8 +106,8 @@ def load_checked_config(config, overrides, workers: int | None):
     """The run config with its overrides, checked before anything runs (preflight: bundle
     consistency and the memory each of `workers` parallel runs may take); a bad config
     is a CommandError naming the key."""
-    from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.preflight import available_memory, check_start
+    from gmm_volunteer.run.config import ConfigError, load_config
+    from gmm_volunteer.run.preflight import available_memory, check_start
 
     try:
         cfg = load_config(config, overrides or ())
@@ -186,9 +186,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return run_checkpointed(args, CommandError, load_checked_config)
     if args.config is None:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
-    from gmm_volunteer.model.config import ConfigError, load_config
+    from gmm_volunteer.run.config import ConfigError, load_config
 
-    from gmm_volunteer.model.preflight import check_start
+    from gmm_volunteer.run.preflight import check_start
 
     try:
         cfg = load_config(args.config, args.set or ())
@@ -202,7 +202,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "
                     f"executor {cfg.executor}, seed {cfg.seed}, model {cfg.model} -> {out}")
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     from gmm_volunteer.cli.feedback import compile_stage
 
@@ -408,13 +408,13 @@ def _warnings_as_messages(parser: argparse.ArgumentParser, args: argparse.Namesp
 
 def _input_errors() -> tuple[type[Exception], ...]:
     """Exception types that mean bad input (exit 2), wherever they are raised."""
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     from gmm_volunteer.policies.guard import PolicyError
 
     types: list[type[Exception]] = [ConfigError, PolicyError]
     try:
-        from gmm_volunteer.io.bundle import BundleError
+        from gmm_volunteer.model.bundle import BundleError
         from gmm_volunteer.io.results import IncompleteResultError
     except ImportError:
         pass

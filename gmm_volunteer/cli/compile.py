@@ -21,9 +21,9 @@ SLOW_S = 1.0  # a compilation at least this long gets a progress line at the def
 def _targets(args) -> list[tuple[str, object]]:
     """(label, RunConfig) per CONFIG (or the built-in one) and per --scheduler."""
     from gmm_volunteer.cli.commands import CommandError
-    from gmm_volunteer.model.config import (ConfigError, apply_overrides, config_from_dict, load_config,
+    from gmm_volunteer.run.config import (ConfigError, apply_overrides, config_from_dict, load_config,
                                             parse_override)
-    from gmm_volunteer.model.precompile import STEPS, USERS
+    from gmm_volunteer.run.precompile import STEPS, USERS
     from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
 
     if args.top < 1:
@@ -60,7 +60,7 @@ def _targets(args) -> list[tuple[str, object]]:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli import feedback
-    from gmm_volunteer.model.precompile import cache_dir, precompile
+    from gmm_volunteer.run.precompile import cache_dir, precompile
     from gmm_volunteer.policies.runner import runner_dir
 
     targets = _targets(args)  # every argument checked before anything compiles
@@ -87,7 +87,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if feedback.verbosity() >= feedback.VERBOSE:
         feedback.detail(f"gmmv compile: numba cache {cache_dir()}, fused runners {runner_dir()}")
     for i, (label, cfg) in enumerate(targets, 1):
-        import gmm_volunteer.model.engine  # noqa: F401  (loads every kernel a run calls)
+        import gmm_volunteer.run.engine  # noqa: F401  (loads every kernel a run calls)
 
         feedback.run_dispatchers(cfg)  # and this pair's runner; compiles nothing
         state.update(todo=feedback.uncached_kernels(), done=set(), t0=time.perf_counter())

@@ -31,7 +31,7 @@ def _command_error():
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from gmm_volunteer.model.config import ConfigError, parse_override
+    from gmm_volunteer.run.config import ConfigError, parse_override
     from gmm_volunteer.io.results import is_complete
     from gmm_volunteer.experiments.sweep import (
         GridError, SchedulerUnreachable, StaleRunsError, load_grid, run_sweep, stale_reason,
@@ -69,7 +69,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.dask_address is None and not args.dry_run:
         _check_local_memory(grid, 1 if args.serial else (args.workers or os.cpu_count() or 1))
     if args.checkpoint_every is not None:  # a policy without checkpoint hooks: said now, not per run
-        from gmm_volunteer.model.checkpoint import CheckpointError, check_checkpointable
+        from gmm_volunteer.run.checkpoint import CheckpointError, check_checkpointable
 
         for r in grid.runs():
             try:
@@ -136,7 +136,7 @@ def check_dask_address(address: str, timeout: float = 5.0) -> None:
 def _check_local_memory(grid, workers: int) -> None:
     """Refuse a local sweep whose largest run, times the runs going at once, cannot fit
     in the memory available now."""
-    from gmm_volunteer.model.preflight import _gb, available_memory, bundle_for, estimate_memory
+    from gmm_volunteer.run.preflight import _gb, available_memory, bundle_for, estimate_memory
 
     avail = available_memory()
     runs = grid.runs()
@@ -193,7 +193,7 @@ def _select(ds, selections: list[str], source: str):
     """Apply ``DIM=VALUE`` selections; refuse (exit 2) a grid dimension the report has
     no axis for, naming its values."""
     from gmm_volunteer.experiments import figures
-    from gmm_volunteer.model.config import ConfigError, parse_override
+    from gmm_volunteer.run.config import ConfigError, parse_override
     from gmm_volunteer.model.suggest import did_you_mean
 
     CommandError = _command_error()

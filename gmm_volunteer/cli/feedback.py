@@ -195,8 +195,8 @@ def compile_stage(cfg, show: bool = True) -> int:
     if run_kernels_cached(cfg):
         detail("simulation kernels: compiled code found in the cache")
         return 0
-    import gmm_volunteer.model.engine  # noqa: F401  (loads every kernel a run calls)
-    from gmm_volunteer.model.precompile import precompile
+    import gmm_volunteer.run.engine  # noqa: F401  (loads every kernel a run calls)
+    from gmm_volunteer.run.precompile import precompile
 
     run_dispatchers(cfg)  # and this pair's runner; compiles nothing
     todo = uncached_kernels()

@@ -17,7 +17,8 @@ def _cmd_hazards(args: argparse.Namespace) -> int:
 
     from gmm_volunteer.fitting.hazard_check import SIZES, checks_text, hazard_checks, hazard_durations
     from gmm_volunteer.io import resultfile
-    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
+    from gmm_volunteer.model.bundle import BundleError, bundle_digest
 
     source = args.bundle if Path(args.bundle).is_dir() else (packaged_bundle(args.bundle) or args.bundle)
     try:

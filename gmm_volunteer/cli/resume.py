@@ -23,7 +23,7 @@ def _output(out: Path, force: bool, option: str = "-o") -> Path:
     is simulated)."""
     from gmm_volunteer.cli.outputs import check_output_target
     from gmm_volunteer.io.storepath import OutputPathError, check_output_path, clean_stale
-    from gmm_volunteer.model.checkpoint import checkpoint_dir
+    from gmm_volunteer.run.checkpoint import checkpoint_dir
 
     check_output_target(out, option)  # a place this process can write: the store and its checkpoints
     check_output_target(checkpoint_dir(out), option)
@@ -46,7 +46,7 @@ def _check_every(every) -> None:
 
 def _check_checkpointable(cfg) -> None:
     """Refuse, before the run starts, a run whose policies cannot be checkpointed."""
-    from gmm_volunteer.model import checkpoint as ck
+    from gmm_volunteer.run import checkpoint as ck
 
     try:
         ck.check_checkpointable(cfg)
@@ -56,7 +56,7 @@ def _check_checkpointable(cfg) -> None:
 
 def _check_folder(folder: Path) -> None:
     """Refuse a checkpoint folder that holds what this program did not write."""
-    from gmm_volunteer.model import checkpoint as ck
+    from gmm_volunteer.run import checkpoint as ck
 
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise CommandError(f"{folder}: exists and is not a checkpoint folder; refusing to write checkpoints there")
@@ -79,7 +79,7 @@ def run_checkpointed(args: argparse.Namespace, error: type[Exception], load_conf
 
 
 def _fresh(args: argparse.Namespace) -> int:
-    from gmm_volunteer.model import checkpoint as ck
+    from gmm_volunteer.run import checkpoint as ck
 
     if args.config is None:
         args.run_parser.error("the following arguments are required: CONFIG (or --resume DIR)")
@@ -98,14 +98,14 @@ def _fresh(args: argparse.Namespace) -> int:
             f"`gmmv run --resume {folder}`, or pass --force to discard it and start over")
     lock = _lock(folder, args)  # held until the run ends (released by _simulate)
     ck.clear(folder, keep=True)  # --force: the earlier run's, now that no process uses them
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     return _simulate(lambda: Simulation(cfg), cfg, out, folder, args.checkpoint_every, args, lock)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from gmm_volunteer.model import checkpoint as ck
-    from gmm_volunteer.model.config import ConfigError, load_config
+    from gmm_volunteer.run import checkpoint as ck
+    from gmm_volunteer.run.config import ConfigError, load_config
 
     try:
         path = ck.find(args.resume)
@@ -133,7 +133,7 @@ def _resume(args: argparse.Namespace) -> int:
         if args.output and Path(args.output).expanduser().resolve() != Path(cfg.output.path).expanduser().resolve():
             raise CommandError(f"-o: the checkpointed run writes {cfg.output.path}; a resumed run "
                                "cannot write another store (its config names that path)")
-    from gmm_volunteer.model.preflight import check_start
+    from gmm_volunteer.run.preflight import check_start
 
     try:  # the preflight of `gmmv run`, on the config the checkpoint continues
         check_start(cfg, f"{path / ck.MANIFEST} (config)")
@@ -161,7 +161,7 @@ def _resume(args: argparse.Namespace) -> int:
 def _lock(folder: Path, args):
     """The lock of checkpoint folder `folder` (`checkpoint.Hold`): one process at a time
     continues or writes its checkpoints."""
-    from gmm_volunteer.model import checkpoint as ck
+    from gmm_volunteer.run import checkpoint as ck
 
     try:
         return ck.Hold(folder)
@@ -172,7 +172,7 @@ def _lock(folder: Path, args):
 def _simulate(make_sim, cfg, out: Path, folder: Path, every: int, args, lock) -> int:
     from gmm_volunteer.cli import feedback
     from gmm_volunteer.io.results import write_result
-    from gmm_volunteer.model import checkpoint as ck
+    from gmm_volunteer.run import checkpoint as ck
     from gmm_volunteer.model.kernels.compile_log import CompileLog
 
     feedback.detail(f"run: {cfg.users.count} users, {cfg.steps} steps, scheduler {cfg.scheduler}, "

@@ -55,9 +55,9 @@ def _shorthands(model) -> dict[tuple[str, str], list[str]]:
 def config_schema() -> dict:
     """The JSON Schema (draft 2020-12) of a run config file."""
     import gmm_volunteer.policies  # noqa: F401  (registers the built-in policies)
-    from gmm_volunteer.model.config import RunConfig
+    from gmm_volunteer.run.config import RunConfig
     from gmm_volunteer.policies.registry import names
-    from gmm_volunteer.testbed.section import SECTION, Testbed
+    from gmm_volunteer.run.config.testbed import SECTION, Testbed
 
     schema = RunConfig.model_json_schema()
     defs = schema.setdefault("$defs", {})

@@ -40,8 +40,8 @@ def check(config: str, overrides=(), output: str | None = None, force: bool = Fa
     """Check a run as `gmmv run` would before its first step; the lines of the report.
     Raises CommandError (exit 2) naming the file and key of the first problem found."""
     from gmm_volunteer.cli.commands import check_store_output, config_error
-    from gmm_volunteer.model.config import ConfigError, load_config
-    from gmm_volunteer.model.preflight import available_memory, check_start, estimate_memory
+    from gmm_volunteer.run.config import ConfigError, load_config
+    from gmm_volunteer.run.preflight import available_memory, check_start, estimate_memory
     from gmm_volunteer.model.timing import estimate_seconds
 
     try:

@@ -215,7 +215,7 @@ def evaluate_records(records, capacity: float, targets: dict, type_names, quanti
 
 
 def _with(cfg, seed: int, capacity: float):
-    from gmm_volunteer.model.config import apply_overrides, config_from_dict
+    from gmm_volunteer.run.config import apply_overrides, config_from_dict
 
     data = apply_overrides(cfg.model_dump(mode="json", by_alias=True),
                            {"seed": seed, "server.capacity": float(capacity)})
@@ -225,7 +225,7 @@ def _with(cfg, seed: int, capacity: float):
 def _simulate(args):
     run_fn, cfg = args
     if run_fn is None:
-        from gmm_volunteer.model.engine import simulate as run_fn
+        from gmm_volunteer.run.engine import simulate as run_fn
     return run_fn(cfg, progress=False)
 
 

@@ -146,7 +146,7 @@ def resolve_setting(cfg, key: str) -> Setting:
 def with_setting(cfg, setting: Setting, value: float, seed: int | None = None):
     """`cfg` with the setting at `value` (and the seed, if given); `ConfigError` if the
     value is refused by the autoscaler's options model."""
-    from gmm_volunteer.model.config import apply_overrides, config_from_dict
+    from gmm_volunteer.run.config import apply_overrides, config_from_dict
 
     over: dict[str, Any] = {setting.key: int(value) if setting.integer else float(value)}
     if seed is not None:

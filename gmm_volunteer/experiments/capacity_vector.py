@@ -204,7 +204,7 @@ def simulation_evaluator(cfg, targets: Mapping[str, Target], seeds: Sequence[int
     """m (multipliers, RESOURCES order) -> (feasible, rows): the config with the server's
     ``resource_capacity`` set to m, run on every seed (common random numbers)."""
     from gmm_volunteer.experiments.capacity import _simulate
-    from gmm_volunteer.model.config import apply_overrides, config_from_dict
+    from gmm_volunteer.run.config import apply_overrides, config_from_dict
 
     base = cfg.model_dump(mode="json", by_alias=True)
     base.setdefault("server", {}).pop("max_allocation", None)  # replaced by multipliers below

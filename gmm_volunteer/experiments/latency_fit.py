@@ -55,7 +55,7 @@ class Point:
 
 def run_config(path, units: int, load: float, unit: float, steps: int, seed: int):
     """The run config at N fixed units and constant load factor f."""
-    from gmm_volunteer.model.config import load_config
+    from gmm_volunteer.run.config import load_config
 
     return load_config(path, [
         "autoscaler=fixed", "autoscaler_options={}", f"server.capacity={units * unit}",
@@ -118,7 +118,7 @@ def table(points: list[Point]) -> str:
 
 
 def run_fit(config, units, train_loads, test_loads, steps, warmup, seed, unit=1.0, progress=print) -> dict:
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
 
     points = []
     for split, loads in (("train", train_loads), ("test", test_loads)):
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     out = Path(args.output)
     if not 0 <= args.warmup < args.steps:

@@ -29,7 +29,7 @@ import xarray as xr
 
 from gmm_volunteer.experiments import analysis
 from gmm_volunteer.experiments.findings import grid_quantities
-from gmm_volunteer.io.bundle import load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
 
 
 def request_work(bundle) -> np.ndarray:

@@ -213,7 +213,7 @@ def _regime_section(ds: xr.Dataset) -> list[str]:
     """The regime map of the findings (experiments/regime.py), when the bundle the runs
     used can be read (it gives the work per request)."""
     from gmm_volunteer.experiments import regime
-    from gmm_volunteer.io.bundle import BundleError
+    from gmm_volunteer.model.bundle import BundleError
 
     caption = "Where each finding holds: cell by cell, against offered work / server capacity"
     try:

@@ -194,7 +194,7 @@ def statistics_table(ds):
     import pandas as pd
 
     from gmm_volunteer.experiments.regime import request_work
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.io.results import open_result
 
     runs = _grid_runs(ds)

@@ -14,7 +14,7 @@ import xarray as xr
 import yaml
 
 from gmm_volunteer.io import conventions
-from gmm_volunteer.model.config import ALLOCATION_RESOURCES
+from gmm_volunteer.run.config import ALLOCATION_RESOURCES
 from gmm_volunteer.model.constants import MONITOR_OPS, OUTCOMES
 
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
@@ -41,7 +41,7 @@ def dedicated_capacity(ds: xr.Dataset) -> np.ndarray:
     try:
         cfg = yaml.safe_load(ds.attrs.get("config", ""))
         base = cfg.get("base_profile") or {}
-        from gmm_volunteer.model.config import BaseProfile
+        from gmm_volunteer.run.config import BaseProfile
 
         vec = BaseProfile(**base).as_array() * float(cfg["server"]["capacity"])
     except Exception:  # unreadable config: the measure is unknown, not zero
@@ -227,7 +227,7 @@ def allocation_in_effect(attrs: dict):
         return None
     from pydantic import TypeAdapter, ValidationError
 
-    from gmm_volunteer.model.config import ServerAllocationLaw, UserAllocationLaw
+    from gmm_volunteer.run.config import ServerAllocationLaw, UserAllocationLaw
 
     laws = {}
     for section, tp in (("server", ServerAllocationLaw), ("users", UserAllocationLaw)):
@@ -240,7 +240,8 @@ def allocation_in_effect(attrs: dict):
             return None
     fitted, error = None, None
     if any(law.base == "fitted" for law in laws.values()):
-        from gmm_volunteer.io.bundle import BundleError, load_bundle
+        from gmm_volunteer.io.bundlefiles import load_bundle
+        from gmm_volunteer.model.bundle import BundleError
 
         path = cfg.get("model") or attrs.get("model_bundle")
         try:

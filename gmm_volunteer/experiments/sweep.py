@@ -92,7 +92,7 @@ class Grid:
 
     def runs(self) -> list[RunSpec]:
         """Every run, in grid order (last dimension, the seed, fastest). Validates configs."""
-        from gmm_volunteer.model.config import ConfigError, apply_overrides, config_from_dict
+        from gmm_volunteer.run.config import ConfigError, apply_overrides, config_from_dict
 
         specs = []
         keys = [key for key, _ in self.dims.values()]
@@ -232,7 +232,7 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
     relative to the current directory. `overrides` (dotted key -> value, e.g. from
     ``--set``) join the grid's fixed ``set:`` overrides.
     """
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
 
     from gmm_volunteer.io.yamlio import YAMLInputError, load_yaml
 
@@ -295,7 +295,7 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
         raise GridError(f"{source}: set: must be a mapping of dotted keys to values")
     fixed = dict(fixed)
     if isinstance(fixed.get("model"), str):  # a bundle named in the grid file: relative to it
-        from gmm_volunteer.model.config import ConfigError, _absolute
+        from gmm_volunteer.run.config import ConfigError, _absolute
 
         try:
             fixed["model"] = _absolute(fixed["model"], path.resolve().parent, source)
@@ -322,7 +322,7 @@ def load_grid(path, output: str | Path | None = None, overrides: dict | None = N
     g = Grid(source=path, base=base, base_data=base_data, dims=dims, seeds=seeds,
              output=out, fixed=dict(fixed), per_value=_per_value(data.get("per_value"), grid, fixed, source),
              description=str(data.get("description", "")))
-    from gmm_volunteer.model.preflight import check_start
+    from gmm_volunteer.run.preflight import check_start
 
     try:
         # Every expanded config is validated now, before any run starts, by the preflight
@@ -381,20 +381,20 @@ def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None,
     """Simulate one run and write its store; failures come back as a value, not raised.
 
     This is what runs on a worker. `run_fn(cfg, progress=False) -> RunRecord` defaults
-    to `gmm_volunteer.model.engine.simulate`. With `checkpoint_every` (and the default
+    to `gmm_volunteer.run.engine.simulate`. With `checkpoint_every` (and the default
     `run_fn`) the run is saved every that many steps beside its store and continues from
-    the checkpoint there, if an earlier attempt left one (`model.checkpoint`).
+    the checkpoint there, if an earlier attempt left one (`run.checkpoint`).
     """
     t0 = time.perf_counter()
     resumed, note = 0, ""
     try:
         if run_fn is None and checkpoint_every:
-            from gmm_volunteer.model.checkpoint import simulate_resumable
+            from gmm_volunteer.run.checkpoint import simulate_resumable
 
             record, resumed, note = simulate_resumable(cfg, path, checkpoint_every)
         else:
             if run_fn is None:
-                from gmm_volunteer.model.engine import simulate as run_fn
+                from gmm_volunteer.run.engine import simulate as run_fn
             record = run_fn(cfg, progress=False)
         wall = time.perf_counter() - t0
         record.attrs.setdefault("wall_time_s", wall)
@@ -411,7 +411,7 @@ def execute_run(name: str, cfg, path: str, run_fn: Callable | None = None,
                     raise
                 _check_same_config(path, cfg)
         if checkpoint_every:
-            from gmm_volunteer.model.checkpoint import checkpoint_dir, clear
+            from gmm_volunteer.run.checkpoint import checkpoint_dir, clear
 
             clear(checkpoint_dir(path))  # the store is complete: its checkpoints are done
         return RunOutcome(name, "ok", path, time.perf_counter() - t0, resumed_from=resumed, note=note)
@@ -465,7 +465,8 @@ def stale_reason(run: RunSpec, digests: dict | None = None) -> str | None:
     of this very bundle counts as made with it (`bundle.accepted_digests`). `digests`
     caches those by model path."""
     from gmm_volunteer._version import __version__
-    from gmm_volunteer.io.bundle import accepted_digests, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import accepted_digests
 
     attrs = store_attrs(run.path) or {}
     made_by = attrs.get("gmmv_version")

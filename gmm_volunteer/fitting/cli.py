@@ -23,7 +23,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from gmm_volunteer.fitting.fit import fit_bundle
     from gmm_volunteer.fitting.hazard import DEGREES
     from gmm_volunteer.fitting.traces import TraceError
-    from gmm_volunteer.io.bundle import BundleError, check_bundle_destination
+    from gmm_volunteer.io.bundlefiles import check_bundle_destination
+    from gmm_volunteer.model.bundle import BundleError
 
     from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.cli.outputs import check_output_target

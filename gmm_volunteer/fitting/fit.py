@@ -2,7 +2,7 @@
 
 Everything is read and checked first (`gmm_volunteer.fitting.traces.load_traces`), then fitted in
 memory; the bundle directory (bundle.yaml + report/) is written only at the end and
-atomically by `gmm_volunteer.io.bundle.write_bundle`, so a failed fit leaves nothing
+atomically by `gmm_volunteer.io.bundlefiles.write_bundle`, so a failed fit leaves nothing
 behind and an existing bundle stays untouched until the new one is complete.
 """
 
@@ -200,7 +200,8 @@ def fit_bundle(
     ARMA fits inside the long stages (`build_bundle`; `workers` >= 2 runs those two side by
     side, with the same result).
     """
-    from gmm_volunteer.io.bundle import validate_bundle, write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
+    from gmm_volunteer.model.bundle import validate_bundle
 
     say = log or (lambda message: None)
     say(f"reading and checking traces in {traces_dir}")

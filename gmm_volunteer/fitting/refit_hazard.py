@@ -27,7 +27,8 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
     from gmm_volunteer.fitting.hazard import HAZARD_FORM, HAZARD_LINK
     from gmm_volunteer.fitting.hazard_select import checks_of_fit, fit_hazard
     from gmm_volunteer.fitting.traces import load_traces
-    from gmm_volunteer.io.bundle import FILENAME, validate_bundle
+    from gmm_volunteer.io.bundlefiles import FILENAME
+    from gmm_volunteer.model.bundle import validate_bundle
 
     path = Path(bundle_dir) / FILENAME
     data = yaml.safe_load(path.read_text())
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the likelihoods and checks, write nothing")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # bad arguments: exit 2
     from gmm_volunteer.fitting.traces import TraceError
-    from gmm_volunteer.io.bundle import BundleError
+    from gmm_volunteer.model.bundle import BundleError
 
     try:
         text, passed = refit_hazard(args.bundle, args.traces, args.form, args.link, not args.no_write)

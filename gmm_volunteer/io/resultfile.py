@@ -151,7 +151,7 @@ def bundle_name(model_path: str) -> str:
     """The name a result gives the bundle a store recorded (`model_bundle`): a shipped
     bundle by its name (also when the store was made from another checkout of the
     package, `.../gmm_volunteer/bundles/NAME`), any other by its path."""
-    from gmm_volunteer.io.bundle import PACKAGED
+    from gmm_volunteer.io.bundlefiles import PACKAGED
 
     p = Path(model_path)
     try:
@@ -168,7 +168,8 @@ def current_bundle(name: str, root: Path):
     """The bundle `name` names now: a shipped bundle's name, a `module:function` returning
     bundle data (the synthetic bundles of the tests), or a bundle directory relative to
     the repository root. None when `name` is none of these."""
-    from gmm_volunteer.io.bundle import load_bundle, packaged_bundle, validate_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
+    from gmm_volunteer.model.bundle import validate_bundle
 
     if (shipped := packaged_bundle(name)) is not None:
         return load_bundle(shipped)
@@ -202,7 +203,7 @@ HAZARD_REFITS = {
 def hazards_alone_differ(name: str, recorded: str, root: Path) -> bool:
     """Whether bundle `name` now differs from the one of digest `recorded` in its hazard
     block alone (`HAZARD_REFITS`)."""
-    from gmm_volunteer.io.bundle import work_law_digest
+    from gmm_volunteer.model.bundle import work_law_digest
 
     work = HAZARD_REFITS.get(str(name), {}).get(str(recorded))
     bundle = current_bundle(str(name), root) if work is not None else None
@@ -212,7 +213,7 @@ def hazards_alone_differ(name: str, recorded: str, root: Path) -> bool:
 def current_digest(name: str, root: Path) -> str | None:
     """The digest `name` has now (`current_bundle`), computed as stores compute it
     (`bundle_digest`); None when `name` names no bundle."""
-    from gmm_volunteer.io.bundle import bundle_digest
+    from gmm_volunteer.model.bundle import bundle_digest
 
     bundle = current_bundle(name, root)
     return None if bundle is None else bundle_digest(bundle)
@@ -223,7 +224,7 @@ def recorded_digest(name: str, recorded: str, root: Path) -> str:
     (`model_sha256`): `recorded`, except that the legacy digest of the bundle `name` names
     now (stores of 0.8.0 and before, `bundle.legacy_bundle_digest`) becomes its digest,
     for it is the same model."""
-    from gmm_volunteer.io.bundle import bundle_digest, legacy_bundle_digest
+    from gmm_volunteer.model.bundle import bundle_digest, legacy_bundle_digest
 
     if recorded == UNKNOWN or name == UNKNOWN:
         return recorded

@@ -129,19 +129,31 @@ def finish_ready_requests(S, P, t):
     return n
 
 
+@njit(cache=True, inline="always")
+def _fifo_key(rq_start, i):
+    """User `i`'s request as one int64, start * 2^31 + user: sorted, the keys order the
+    requests by start step, ties by user (`limits.STEP_KEY_MAX` bounds the start)."""
+    return rq_start[i] * (1 << 31) + i
+
+
+@njit(cache=True, inline="always")
+def _users_in_fifo_order(keys):
+    """Sort `_fifo_key` keys in place and decode them to their users: one array, no index
+    permutation."""
+    keys.sort()
+    for k in range(keys.size):
+        keys[k] &= (1 << 31) - 1
+    return keys
+
+
 @kernel
 def pending_requests_fifo(S):
     """Users with an active request, oldest request first (ties: lower user first)."""
-    # Sort (start, user) keys in place and decode: one array, no index permutation.
     users = np.empty(S.n_rq[0], np.int64)
     rq_list, rq_start = S.rq_list, S.rq_start
     for k in range(users.size):
-        i = rq_list[k]
-        users[k] = rq_start[i] * (1 << 31) + i
-    users.sort()
-    for k in range(users.size):
-        users[k] &= (1 << 31) - 1
-    return users
+        users[k] = _fifo_key(rq_start, rq_list[k])
+    return _users_in_fifo_order(users)
 
 
 @kernel
@@ -158,14 +170,10 @@ def unplaced_requests_fifo(S, P):
         i = rq_list[k]
         for p in range(task_nsub[rq_type[i]]):
             if ex_node[i, p] < 0:
-                users[n] = rq_start[i] * (1 << 31) + i
+                users[n] = _fifo_key(rq_start, i)
                 n += 1
                 break
-    users = users[:n]
-    users.sort()
-    for k in range(n):
-        users[k] &= (1 << 31) - 1
-    return users
+    return _users_in_fifo_order(users[:n])
 
 
 @njit(cache=True, inline="always")

@@ -1,6 +1,6 @@
 """The values a checkpoint holds, as plain data (docs/formats.md, "Checkpoints").
 
-A checkpoint (format 3, `model.checkpoint`) is JSON and NumPy ``.npy`` files, never a
+A checkpoint (format 3, `run.checkpoint`) is JSON and NumPy ``.npy`` files, never a
 pickle: reading one names no class and calls nothing it names, so a checkpoint from
 anywhere can at worst fail to load. What it can hold is this closed set of types
 (`VALUE_TYPES`), the types a policy's ``checkpoint_state`` may return (policies.base):

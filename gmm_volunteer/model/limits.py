@@ -8,11 +8,11 @@ concern (`preflight.estimate_memory`); the ones here are the widths of stored id
 
 from __future__ import annotations
 
-from gmm_volunteer.model.config import ConfigError
+from gmm_volunteer.model.errors import ConfigError
 
 INT32_MAX = 2**31 - 1  # slot, batch, download and holder ids are int32
 REQUEST_TYPES_MAX = 127  # request types are int8 (state.rq_type, the request log)
-# pending_requests_fifo packs (start step, user) into one int64 as start * 2^31 + user
+# pending_requests_fifo packs (start step, user) into one int64 as start * 2^31 + user (actions._fifo_key)
 STEP_KEY_MAX = (2**63 - 1) // 2**31
 
 

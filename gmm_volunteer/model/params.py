@@ -26,7 +26,7 @@ from numba.experimental import structref
 import numpy as np
 
 from gmm_volunteer.model import laws
-from gmm_volunteer.io.bundle import STAGES, Bundle
+from gmm_volunteer.model.bundle import STAGES, Bundle
 from gmm_volunteer.model.kernels.arma import batch_level_statistics
 from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them from here too)
     BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, DONE, DOWNLOAD, EMPTY, EXECUTION, IDLE, LOADING,

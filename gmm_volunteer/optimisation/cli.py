@@ -34,7 +34,7 @@ def parse_seeds(text: str, option: str) -> list[int]:
 
 
 def _check(args) -> tuple:
-    from gmm_volunteer.model.config import ConfigError, load_config
+    from gmm_volunteer.run.config import ConfigError, load_config
     from gmm_volunteer.optimisation.problem import DEFAULT_CONFIG, resolve_config
     from gmm_volunteer.policies.registry import UnknownPolicyError, resolve
     from gmm_volunteer.policies.weighted import WEIGHTS
@@ -85,7 +85,7 @@ def _check(args) -> tuple:
 def _cmd_tune(args: argparse.Namespace) -> int:
     cfg, train, test, names, baselines, out = _check(args)
     from gmm_volunteer.cli import feedback
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.optimisation.search import METRICS, compare, tune
 
     feedback.announce_compile()

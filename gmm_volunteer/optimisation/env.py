@@ -41,9 +41,9 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from gmm_volunteer.io.bundle import load_bundle
-from gmm_volunteer.model.config import RunConfig
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.run.config import RunConfig
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import OUT_COMPLETED
 from gmm_volunteer.optimisation.problem import active_latency, resolve_config
 from gmm_volunteer.policies.weighted import WEIGHTS

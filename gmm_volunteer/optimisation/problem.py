@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gmm_volunteer.model.config import RunConfig, config_from_dict, load_config
+from gmm_volunteer.run.config import RunConfig, config_from_dict, load_config
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "scheduling_env.yaml"
 """The default run of the environment and of `gmmv tune` (1,000 users, 1,800 steps),

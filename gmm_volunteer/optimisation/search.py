@@ -30,9 +30,9 @@ import numpy as np
 from scipy import stats
 
 from gmm_volunteer.cli import feedback
-from gmm_volunteer.io.bundle import load_bundle
-from gmm_volunteer.model.config import RunConfig, config_from_dict
-from gmm_volunteer.model.engine import Simulation
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.run.config import RunConfig, config_from_dict
+from gmm_volunteer.run.engine import Simulation
 from gmm_volunteer.model.kernels.ops import OUT_COMPLETED
 from gmm_volunteer.optimisation.problem import latency_total
 from gmm_volunteer.policies.weighted import WEIGHTS

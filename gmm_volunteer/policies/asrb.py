@@ -391,7 +391,7 @@ class Asrb(Router):
     def prepare(self, params, steps: int) -> None:
         lams = self.options.latency_weight_per_type
         if lams is not None and len(lams) != int(params.n_task):
-            from gmm_volunteer.model.config import ConfigError
+            from gmm_volunteer.model.errors import ConfigError
 
             raise ConfigError(
                 f"scheduler_options.latency_weight_per_type: {len(lams)} values given, but the "

@@ -167,7 +167,7 @@ def _ratios(stores_batches: list[dict], bundle_dir, kind: str) -> tuple[list, di
     to write a fitted copy from."""
     import yaml
 
-    from gmm_volunteer.io.bundle import bundle_file
+    from gmm_volunteer.io.bundlefiles import bundle_file
 
     listed = [r for b in stores_batches for r in dict(_by_kind(b))[kind]]
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
@@ -179,7 +179,7 @@ def fit_volunteer(stores_batches: list[dict], bundle_dir, out_dir):
     `work.volunteer_factor` measured from the volunteer batches of `stores_batches` (the
     stores' `batches` lists); returns (the path, {type: (batches, factor, half-width)},
     the types no volunteer executed)."""
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
 
     listed, factors, data = _ratios(stores_batches, bundle_dir, "volunteers")
     missing = []
@@ -205,7 +205,7 @@ def fit_server(stores_batches: list[dict], bundle_dir, out_dir):
     this calibrates it; each volunteer factor (a number or a table per CPU share) is divided
     by the same ratio, so that a volunteer's work stays as the bundle had it. Returns (the
     path, {type: (batches, ratio, half-width)}, the types the server did not execute)."""
-    from gmm_volunteer.io.bundle import write_bundle
+    from gmm_volunteer.io.bundlefiles import write_bundle
 
     listed, ratios, data = _ratios(stores_batches, bundle_dir, "server")
     missing = []
@@ -232,7 +232,7 @@ def fit_server(stores_batches: list[dict], bundle_dir, out_dir):
 def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
     """Each type's mean work by batch size as the simulator reads it (`model.params.work_table`:
     the bundle's sizes, interpolated between them)."""
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.model.params import work_table
 
     b = load_bundle(bundle_dir)
@@ -242,7 +242,7 @@ def bundle_work(bundle_dir) -> dict[str, np.ndarray]:
 def bundle_factors(bundle_dir, cpu_pct: float) -> dict[str, float]:
     """Each type's volunteer factor on users whose CPU maximum is `cpu_pct` % of a core
     (docs/model.md D29; 1 where the bundle gives none)."""
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
 
     return {s.name: s.work.volunteer_factor_at(cpu_pct) for s in load_bundle(bundle_dir).subtask_types}
 
@@ -274,7 +274,7 @@ def _store_batches(store: str) -> tuple[dict, dict]:
 
 
 def _fit(args, listed: list[dict]) -> int:
-    from gmm_volunteer.io.bundle import BundleError
+    from gmm_volunteer.model.bundle import BundleError
 
     server = args.fit_server is not None
     try:
@@ -300,7 +300,8 @@ def _idle_table(args, read: list, argv) -> int:
     from pathlib import Path
 
     from gmm_volunteer.io import resultfile
-    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import BundleError, bundle_digest
 
     for store, _, batches in read:
         listed = [r for _, part in _by_kind(batches) for r in part]
@@ -353,7 +354,7 @@ def main(argv=None) -> int:
                    help="read each store's batches at the speed of the machine BUNDLE_DIR was measured on: their "
                         "CPU-s over the store's speed (its <store>.speed.txt over BUNDLE_DIR's work; docs/model.md D30)")
     args = p.parse_args(argv)
-    from gmm_volunteer.io.bundle import BundleError
+    from gmm_volunteer.model.bundle import BundleError
 
     if (args.fit_volunteer is not None or args.fit_server is not None or args.by_idle) and args.model is None:
         print("batches: --fit-volunteer, --fit-server and --by-idle need --model BUNDLE_DIR (the bundle whose "

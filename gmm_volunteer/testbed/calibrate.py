@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from gmm_volunteer.testbed.section import Testbed
+from gmm_volunteer.run.config.testbed import Testbed
 
 MMAP_KB = Testbed().mmap_threshold_kb  # a testbed node's heap setting, by default
 
@@ -124,7 +124,7 @@ def calibrate(bundle_dir: Path, out_dir: Path, max_batch: int = 10, repetitions:
     type's session, which a small node's memory may not), the others keep their work.
     `mmap_kb`: glibc's fixed mmap threshold of the measuring process (0: dynamic); inside
     `limits` the node's own (`NodeLimits.mmap_threshold_kb`)."""
-    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, write_bundle
 
     data = yaml.safe_load(bundle_file(bundle_dir).read_text())
     names = [s["name"] for s in data["subtask_types"]]

@@ -13,7 +13,7 @@ def _cmd_testbed(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.commands import CommandError, prepare_store_output
     from gmm_volunteer.cli.errors import EXIT_FAILURE, EXIT_OK
     from gmm_volunteer.io.results import write_result
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
     from gmm_volunteer.testbed.config import check_before_start, load_testbed
 
     try:

@@ -79,7 +79,7 @@ def _simulate(config: Path, seeds, overrides=()) -> list:
 @functools.lru_cache(maxsize=None)
 def _simulated(config: str, seeds: tuple, overrides: tuple) -> tuple:
     from gmm_volunteer.io.results import build_dataset
-    from gmm_volunteer.model.engine import simulate
+    from gmm_volunteer.run.engine import simulate
     from gmm_volunteer.testbed.config import load_testbed
 
     out = []
@@ -387,7 +387,7 @@ def check_arguments(args) -> str | None:
     from gmm_volunteer.cli.errors import CommandError
     from gmm_volunteer.cli.outputs import check_file_target, check_result_target, is_figure_file
     from gmm_volunteer.io.results import open_result
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
     from gmm_volunteer.testbed.config import load_testbed
 
     if args.sim_seeds < 1:

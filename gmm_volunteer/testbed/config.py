@@ -1,6 +1,6 @@
 """The `testbed:` section of a run config, and the checks of what a live system can run.
 
-A testbed config is a `gmmv run` config (model.config.RunConfig, loaded by its one
+A testbed config is a `gmmv run` config (run.config.RunConfig, loaded by its one
 loader) plus one section, `testbed:`, that the simulator never reads. `load_testbed`
 splits it off, validates both, and refuses settings the live system does not implement
 (they exit 2 naming the key): a kernel-enforced limit is fixed for a run, so the
@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from gmm_volunteer.model.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
-from gmm_volunteer.testbed.section import SECTION, Testbed
+from gmm_volunteer.run.config import ConfigError, RunConfig, load_config, parse_override, validate_testbed_section
+from gmm_volunteer.run.config.testbed import SECTION, Testbed
 
 LIVE_SCHEDULERS = ("centralized", "uniform")
 
@@ -49,7 +49,7 @@ def check_before_start(cfg: RunConfig, tb: Testbed, source: str) -> None:
     type; the values the kernels get; the policies) and the limits this machine's kernel
     can enforce (`check_limits`), and a workdir it can write. Raises ConfigError or
     PolicyError (exit 2), whether or not this process could create cgroups."""
-    from gmm_volunteer.model.preflight import check_start
+    from gmm_volunteer.run.preflight import check_start
 
     check_start(cfg, source, memory=False)  # the testbed holds no simulated state
     check_limits(cfg, source)
@@ -83,7 +83,7 @@ def check_record_memory(cfg: RunConfig, source: str) -> None:
     """Refuse a run whose per-step arrays (`record_bytes`) exceed the memory available
     now: its processes would fail to allocate them after the start (the simulator's
     `gmmv run` has the same check of its state, `preflight.check_run`)."""
-    from gmm_volunteer.model.preflight import available_memory
+    from gmm_volunteer.run.preflight import available_memory
 
     need, avail = record_bytes(cfg), available_memory()
     if avail is not None and need > avail:

@@ -51,7 +51,7 @@ def keyed_spec(cfg, entropy: int) -> dict:
     """What the devices need to draw the simulator's users of seed `entropy`: the key of
     its counter-based draws and each user's stationary start (online at step 0, step of
     its first change), made as `engine.Simulation` makes them."""
-    from gmm_volunteer.model.engine import stationary_availability
+    from gmm_volunteer.run.engine import stationary_availability
     from gmm_volunteer.model.rng import hash_key, seed_sequence, streams
 
     ss = seed_sequence(entropy)

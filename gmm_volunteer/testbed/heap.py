@@ -36,7 +36,7 @@ def worker(bundle: str, mmap_kb: int) -> dict:
     import numpy as np
 
     from gmm_volunteer.fitting.collect import models
-    from gmm_volunteer.io.bundle import load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
     from gmm_volunteer.testbed.device import peak_resident_mb, resident_mb
 
     models.fix_mmap_threshold(mmap_kb)
@@ -95,7 +95,8 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", type=Path, default=None, help="write a result file (docs/results/README.md)")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    from gmm_volunteer.io.bundle import BundleError, bundle_digest, load_bundle, packaged_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle, packaged_bundle
+    from gmm_volunteer.model.bundle import BundleError, bundle_digest
 
     source = args.bundle if Path(args.bundle).is_dir() else (packaged_bundle(args.bundle) or args.bundle)
     try:
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
             print(f"heap: {exc}", file=sys.stderr)
             return 2
     from gmm_volunteer.fitting.collect.procstat import cpu_ids, cpu_label, cpu_model
-    from gmm_volunteer.testbed.section import Testbed
+    from gmm_volunteer.run.config.testbed import Testbed
 
     fixed = Testbed().mmap_threshold_kb
     runs: dict[int, list[dict]] = {0: [], fixed: []}

@@ -54,7 +54,7 @@ class NodeLimits:
 def node_limits(config: str | os.PathLike, node: str = "user", overrides=()) -> NodeLimits:
     """The limits of `node` in testbed config `config` (with `--set` overrides);
     LimitsError naming the file and key on a bad config or node."""
-    from gmm_volunteer.model.config import ConfigError
+    from gmm_volunteer.run.config import ConfigError
     from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, STORAGE
     from gmm_volunteer.testbed.config import load_testbed
 

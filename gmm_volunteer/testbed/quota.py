@@ -74,7 +74,8 @@ def factor_tables(factors: dict[str, float], ref_cpu: float, ratios: dict[float,
 def _plan(bundle_dir, out_dir, reference: str, at: list[str]):
     """Each config's user-device limits and the types it uses: [(limits, types)], the
     reference first; QuotaError naming what is wrong before anything is measured."""
-    from gmm_volunteer.io.bundle import BundleError, check_bundle_destination, load_bundle
+    from gmm_volunteer.io.bundlefiles import check_bundle_destination, load_bundle
+    from gmm_volunteer.model.bundle import BundleError
     from gmm_volunteer.testbed.config import load_testbed
     from gmm_volunteer.testbed.limits import LimitsError, node_limits
 
@@ -106,7 +107,7 @@ def _plan(bundle_dir, out_dir, reference: str, at: list[str]):
 def quota(bundle_dir, out_dir, reference: str, at: list[str], max_batch: int = 2, repetitions: int = 3):
     """Measure and write the bundle with per-share factor tables; returns (its path, the
     tables, {config: {type: why not measured}})."""
-    from gmm_volunteer.io.bundle import bundle_file, write_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, write_bundle
     from gmm_volunteer.testbed.calibrate import _measure_limited
 
     bundle, plan = _plan(bundle_dir, out_dir, reference, at)

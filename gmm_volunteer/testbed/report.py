@@ -87,7 +87,8 @@ def write_results(args, tables: dict, prefix: Path, notes: dict = NOTES) -> None
     for o in [*args.sim_set, *tried, *reference]:  # a bundle the simulator ran instead, or read the speed against
         key, _, value = o.partition("=")
         if key == "model":
-            from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+            from gmm_volunteer.io.bundlefiles import load_bundle
+            from gmm_volunteer.model.bundle import bundle_digest
 
             bundles[value] = bundle_digest(load_bundle(value))
     stores = [p for c in args.configs for p in args.results.glob(f"{c.stem}-seed*.zarr")]

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from gmm_volunteer._version import __version__
-from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.fitting.collect.procstat import cpu_ids, cpu_model
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU, MEMORY, RESOURCES, STORAGE

@@ -39,7 +39,7 @@ POLL_S = 2.0  # longest wait of a volunteer's poll for instructions
 class Server:
     def __init__(self, workdir: Path, spec: dict):
         from gmm_volunteer.fitting.collect import models
-        from gmm_volunteer.io.bundle import load_bundle
+        from gmm_volunteer.io.bundlefiles import load_bundle
 
         self.workdir, self.spec = workdir, spec
         models.fix_mmap_threshold(spec.get("mmap_threshold_kb", 0))  # before any session (docs/testbed.md)

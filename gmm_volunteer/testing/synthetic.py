@@ -177,7 +177,7 @@ def queueing_config(model, *, users: int, steps: int, seed: int, think_mean_s: f
     at `model` (a `queueing_bundle` written to disk): `users` always online, exponential
     think time of mean `think_mean_s`, unbounded patience, centralized on a server of
     `capacity_pct` % CPU (capacity 1), batching off. `extra` keys are merged in."""
-    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.run.config import config_from_dict
 
     d = {
         "steps": steps, "seed": seed, "model": str(model), "scheduler": "centralized",

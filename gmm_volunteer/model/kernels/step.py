@@ -1,7 +1,7 @@
 """One step of the dynamics, factors 1-6 (paper 2.2), and the pool-capacity check.
 
 The policies (factor 7) act after `dynamics_step`; `engine.Simulation` calls them one by
-one, or a fused runner (`policies.fused`) runs whole chunks of steps in one kernel call.
+one, or a fused runner (`policies.runner`) runs whole chunks of steps in one kernel call.
 """
 
 

@@ -136,7 +136,7 @@ class ControlPlane:
             self._set_units(arrays, self.units - (self.target - stable), t)
             self.target = stable
 
-    # -- checkpoints (model.checkpoint) -------------------------------------------------
+    # -- checkpoints (run.checkpoint) ---------------------------------------------------
 
     def checkpoint_state(self) -> dict:
         """What acting changed: units, orders, wishes, actions and the monitor's state

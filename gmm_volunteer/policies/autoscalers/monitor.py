@@ -119,7 +119,7 @@ class Monitor:
         """First step after t at which the monitor scrapes."""
         return (t // self.period + 1) * self.period
 
-    # -- checkpoints (model.checkpoint) -------------------------------------------------
+    # -- checkpoints (run.checkpoint) ---------------------------------------------------
 
     def checkpoint_state(self) -> dict:
         """The scrapes not yet visible, the latest visible one, the logged requests of

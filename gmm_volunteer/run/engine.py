@@ -18,7 +18,8 @@ import numpy as np
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer._version import __version__
 from gmm_volunteer.model import rng as rng_mod
-from gmm_volunteer.io.bundle import bundle_digest, load_bundle
+from gmm_volunteer.io.bundlefiles import load_bundle
+from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.model.demand import demand_arrays
 from gmm_volunteer.model.events import Script, check_events
 from gmm_volunteer.model.initial_data import fill_initial_data
@@ -125,7 +126,7 @@ class Simulation:
 
     def _build_model(self, cfg, bundle) -> None:
         """What the run's config and bundle determine and a run never changes: the
-        attributes a checkpoint does not hold (model.checkpoint_state.DERIVED, with `S`)."""
+        attributes a checkpoint does not hold (run.checkpoint_state.DERIVED, with `S`)."""
         self.cfg = cfg
         self.bundle = bundle
         self.params = build_params(cfg, bundle)
@@ -135,7 +136,7 @@ class Simulation:
     def _build_policies(self, executor_rng, scheduler_rng, autoscaler_rng) -> None:
         """The policies as the config makes them, reset with these Generators and
         prepared for the run, the control plane and the scripted events: what a run
-        starts with, and what a checkpoint's state is restored into (model.checkpoint)."""
+        starts with, and what a checkpoint's state is restored into (run.checkpoint)."""
         cfg = self.cfg
         with guard([("executor", cfg.executor)], "__init__ or reset"):
             self.executor = make_executor(cfg.executor, cfg.executor_options)
@@ -205,7 +206,7 @@ class Simulation:
         With `fused` (the default), policies built on `policies.base` advance CHUNK
         steps per kernel call (`policies.runner`); other policies, or `fused=False`,
         go through `step()` every step. Both give the same trajectory. A `checkpoint`
-        (`model.checkpoint.Checkpointer`) saves the whole run whenever a checkpoint is
+        (`run.checkpoint.Checkpointer`) saves the whole run whenever a checkpoint is
         due; the trajectory is the same with or without."""
         t0 = time.perf_counter()
         wall0 = self.wall_time_s

@@ -50,7 +50,7 @@ class ConformanceError(AssertionError):
 def _configs(model: Path, kind: str, name: str, options: dict, steps: int):
     """Small configs that exercise the duties: churn, impatient users, tight memory;
     users that start empty (downloads) and users that start with data (docs/model.md D2)."""
-    from gmm_volunteer.model.config import config_from_dict
+    from gmm_volunteer.run.config import config_from_dict
 
     policy = {kind: name, f"{kind}_options": options}
     for seed, users, user_cap, server, data in ((1, 25, 1.0, 2.0, "empty"), (2, 12, 0.3, 0.5, "filled")):
@@ -94,7 +94,7 @@ def _check_control(cls, options: dict, cfg, record) -> list[str]:
     """The control plane's promises, read back from a run's record."""
     if not getattr(cls, "scales", False):
         from gmm_volunteer.model.params import build_params
-        from gmm_volunteer.io.bundle import load_bundle
+        from gmm_volunteer.io.bundlefiles import load_bundle
 
         fixed = build_params(cfg, load_bundle(cfg.model)).amax[0].astype(np.float32)
         ok = np.array_equal(record.dedicated_capacity, np.broadcast_to(fixed, record.dedicated_capacity.shape))
@@ -136,7 +136,7 @@ def _records_equal(a, b) -> list[str]:
 
 
 def _run_checked(cfg) -> None:
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.testing import invariants as inv
 
     sim = Simulation(cfg)
@@ -157,7 +157,7 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
                  model: str | Path | None = None) -> list[str]:
     """Check the policy a config would name `name` (built-in name, ``module:Class`` or
     entry point); returns the checks passed, raises `ConformanceError` otherwise."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     if kind not in ("scheduler", "executor", "autoscaler"):
         raise ValueError(f"kind must be 'scheduler', 'executor' or 'autoscaler', not {kind!r}")
@@ -172,7 +172,7 @@ def check_policy(kind: str, name: str, options: dict | None = None, *, steps: in
     done = ["structure", "options round-trip", "unknown option refused"]
     with tempfile.TemporaryDirectory() as tmp:
         if model is None:
-            from gmm_volunteer.io.bundle import write_bundle
+            from gmm_volunteer.io.bundlefiles import write_bundle
             from gmm_volunteer.testing.synthetic import synthetic_bundle
 
             model = Path(tmp) / "bundle"

@@ -37,7 +37,7 @@ def compile_target(cfg):
 def precompile(cfg, on_compiled=None) -> CompileLog:
     """Run `compile_target(cfg)` and return the log of what numba compiled (empty when
     every kernel came from the cache). ``on_compiled(entry)`` sees each compilation."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     log = CompileLog(on_compiled)
     with log.listening():

@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 # DERIVED and INLINE_BYTES are re-exported here (one definition each, where they are used).
-from gmm_volunteer.model.checkpoint_state import (  # noqa: F401
+from gmm_volunteer.run.checkpoint_state import (  # noqa: F401
     DERIVED, refusals, restore_simulation, simulation_state,
 )
 from gmm_volunteer.model.checkpoint_values import INLINE_BYTES, Unsupported, decode, encode  # noqa: F401
@@ -157,8 +157,8 @@ def write_checkpoint(sim, folder, every: int | None = None, digest: str | None =
     """Write `sim` (a `Simulation` between steps) as checkpoint ``step-<t>`` in `folder`,
     atomically, then remove the older checkpoints there; return its path. `digest` is
     the model bundle's (computed when not given)."""
-    from gmm_volunteer import __version__
-    from gmm_volunteer.io.bundle import bundle_digest
+    from gmm_volunteer._version import __version__
+    from gmm_volunteer.model.bundle import bundle_digest
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
     folder = Path(folder)
@@ -240,7 +240,7 @@ class Checkpointer:
         return 0 < sim.t < sim.steps and sim.t % self.every == 0
 
     def save(self, sim) -> Path:
-        from gmm_volunteer.io.bundle import bundle_digest
+        from gmm_volunteer.model.bundle import bundle_digest
 
         if self._digest is None:
             self._digest = bundle_digest(sim.bundle)
@@ -384,7 +384,7 @@ def find(path) -> Path:
 def read_manifest(path) -> dict:
     """The checked ``checkpoint.json`` of checkpoint `path`: its format and versions must
     be this program's. Raises `CheckpointError`."""
-    from gmm_volunteer import __version__
+    from gmm_volunteer._version import __version__
     from gmm_volunteer.trajectory import TRAJECTORY_VERSION
 
     path = Path(path)
@@ -445,7 +445,7 @@ def config_of(path, man: dict | None = None):
     """The run config a checkpoint was made from (its ``output.path`` included)."""
     import yaml
 
-    from gmm_volunteer.model.config import ConfigError, config_from_dict
+    from gmm_volunteer.run.config import ConfigError, config_from_dict
 
     path = Path(path)
     man = read_manifest(path) if man is None else man
@@ -573,7 +573,8 @@ def restore(path, cfg=None):
     holding some), ready to `run` on. With `cfg`, the checkpoint must have been made from
     it; without, its own config is used. The model bundle at the config's ``model`` path
     must be the one the run used. Raises `CheckpointError`."""
-    from gmm_volunteer.io.bundle import BundleError, accepted_digests, load_bundle
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import BundleError, accepted_digests
 
     path = find(path)
     man = read_manifest(path)
@@ -615,7 +616,7 @@ def simulate_resumable(cfg, store, every: int, progress: bool = False):
     continuing from the checkpoint there if one was made from this config and version;
     return (record, step resumed from or 0, note). A checkpoint that cannot be resumed
     (another config, version or bundle, or damaged) is replaced, and the note says why."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
 
     check_checkpointable(cfg)
     folder = checkpoint_dir(store)

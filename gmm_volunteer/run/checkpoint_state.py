@@ -1,4 +1,4 @@
-"""A `Simulation` between steps as plain data, and back (`model.checkpoint`, format 3;
+"""A `Simulation` between steps as plain data, and back (`run.checkpoint`, format 3;
 docs/formats.md, "Checkpoints").
 
 What a run changes is held by name, each part by the object that owns it:
@@ -93,7 +93,7 @@ def _restore_part(what: str, obj, state) -> None:
 def restore_simulation(cfg, bundle, tree):
     """The `Simulation` of `cfg` and `bundle` in the state `tree` (read by
     `checkpoint_values.decode`); ValueError naming the part that is not right."""
-    from gmm_volunteer.model.engine import Simulation
+    from gmm_volunteer.run.engine import Simulation
     from gmm_volunteer.model.state import State, example_state, pack_state
 
     if not isinstance(tree, dict) or set(tree) != _KEYS:

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from gmm_volunteer.model.config import ConfigError
+from gmm_volunteer.run.config import ConfigError
 
 __all__ = ["check_start", "check_run", "estimate_memory", "available_memory", "bundle_for"]
 
@@ -34,7 +34,8 @@ _BUNDLES: dict[tuple, object] = {}
 def bundle_for(cfg, source: str):
     """The validated bundle of `cfg` (cached per file content); `ConfigError` naming
     ``model`` when it cannot be used."""
-    from gmm_volunteer.io.bundle import BundleError, bundle_file, load_bundle
+    from gmm_volunteer.io.bundlefiles import bundle_file, load_bundle
+    from gmm_volunteer.model.bundle import BundleError
 
     import hashlib
 
@@ -71,7 +72,7 @@ def available_memory() -> int | None:
 
 
 def _state_bytes(bundle, restart: int, nodes: int, steps: int, per_model: bool = True) -> int:
-    from gmm_volunteer.io.bundle import STAGES
+    from gmm_volunteer.model.bundle import STAGES
     from gmm_volunteer.model.constants import CONSUMPTION_RESOURCES
     from gmm_volunteer.model.params import N_CRES, N_RES, consumption_rings, subtask_keys
     from gmm_volunteer.model.state import allocate

@@ -1,6 +1,6 @@
 """The `testbed:` section of a run config (docs/testbed.md, "Config"): keys only the live
 testbed reads. A leaf module, so that the run config's loader can check the section
-(`model.config.validate_testbed_section`) without importing the testbed."""
+(`run.config.validate_testbed_section`) without importing the testbed."""
 
 from __future__ import annotations
 
