@@ -30,11 +30,13 @@ wheel: $(STAMP)
 	GMMV_KERNEL_CACHE_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m build --outdir dist
 
 # On every core (pytest-xdist): each test file runs whole on one worker, and the
-# controller compiles the quickstart's kernels once before the workers start (tests/conftest.py).
+# controller compiles the quickstart's kernels once before the workers start; then the
+# files marked serial (the docs pages, the wheel) in one process (tests/conftest.py).
 XDIST := -n auto --dist loadgroup
 
 test: $(STAMP)
-	$(BIN)/pytest -q $(XDIST)
+	$(BIN)/pytest -q $(XDIST) -m 'not slow and not serial'
+	$(BIN)/pytest -q -m 'not slow and serial'
 
 # The inner loop: everything but the tests marked heavy (tests/conftest.py says which and
 # why) and the slow ones; the README gives its time.

@@ -7,6 +7,11 @@ loadgroup``). Two things keep that safe:
   made once; the files that drive the live testbed (cgroups, network namespaces, the
   first free subnet, CPU shares measured while they run) form one group, so that two of
   them never run at once;
+* the files marked serial here run after the parallel part, in one process: the docs
+  pages share one scratch folder and read what earlier pages wrote, and the wheel's test
+  builds from the work tree (it plants a generated module there and removes it); run
+  among the workers, both failed in a clean clone (a page's store missing, the planted
+  module gone before the build ended), and single-process they pass;
 * `make test-fast` leaves out the tests marked heavy here, those listed in
   heavy_tests.txt (measured, with the run that measured them);
 * before the workers start, the controller fills numba's cache with the quickstart's
@@ -29,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Files whose tests start live testbeds or limited workers (docs/testbed.md).
 LIVE_TESTBED_FILES = {"test_testbed.py", "test_testbed_collect.py"}
 LIVE_TESTBED_GROUP = "live-testbed"
+# Files `make test` runs after the workers, in one process (see the module's docstring).
+SERIAL_FILES = {"test_docs.py", "test_wheel.py"}
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +80,8 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(LIVE_TESTBED_GROUP if name in LIVE_TESTBED_FILES else name))
         if name in heavy or f"{name}::{item.originalname}" in heavy:
             item.add_marker(pytest.mark.heavy)
+        if name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
 
 
 def pytest_sessionstart(session):
