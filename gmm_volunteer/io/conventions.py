@@ -83,7 +83,8 @@ SMALL_GRID = 1 << 18  # padded request records (types x width) `by_type` makes a
 # The request records and their integer type on disk; in memory the padded arrays are
 # floats with NaN padding, as xarray decodes them (int8 -> float32, wider -> float64).
 REQUEST_DTYPES = {"request_user": np.int32, "request_start": np.int64, "request_end": np.int64,
-                  "request_outcome": np.int8, "request_latency": np.int64}
+                  "request_outcome": np.int8, "request_latency": np.int64,
+                  "request_user_class": np.int8}  # with several user classes (D36)
 # Formats 2 and 3: the per-request code and label variables (`upgrade` reads them).
 LABEL = "request_type_label"
 CODE = "request_type_code"

@@ -29,23 +29,25 @@ from gmm_volunteer.model.rng import KEY_DATA, keyed_uniform
 
 @kernel
 def _fill(S, P, skip, storage_mb, memory_mb):
-    """Fill every user not in `skip` (bool, per node) with requested subtask data."""
+    """Fill every user not in `skip` (bool, per node) with requested subtask data, up to
+    its class's storage and memory (per node class, D36)."""
     key = S.key[0]
     for v in range(1, P.n_nodes):
         if skip[v]:
             continue
-        free = storage_mb
+        free = storage_mb[S.node_class[v]]
+        memory = memory_mb[S.node_class[v]]
         draw = 0
         while True:
             n = 0
             for j in range(P.n_req):
-                n += (S.rd_state[v, j] != READY) & (P.sub_data_mb[j] <= free) & (P.sub_dl_mem[j] <= memory_mb)
+                n += (S.rd_state[v, j] != READY) & (P.sub_data_mb[j] <= free) & (P.sub_dl_mem[j] <= memory)
             if n == 0:
                 break
             r = int(keyed_uniform(key, KEY_DATA, v, 0, draw) * n)
             draw += 1
             for j in range(P.n_req):
-                if S.rd_state[v, j] != READY and P.sub_data_mb[j] <= free and P.sub_dl_mem[j] <= memory_mb:
+                if S.rd_state[v, j] != READY and P.sub_data_mb[j] <= free and P.sub_dl_mem[j] <= memory:
                     if r == 0:
                         size = P.sub_data_mb[j]
                         S.rd_state[v, j] = READY
@@ -69,7 +71,7 @@ def fill_initial_data(S, P, params, cfg) -> None:
     for ev in cfg.events:
         if ev.kind == "join":
             skip[ev.node_ids(params.n_users)] = True
-    # the users' mean allocation (D6): what the download rule sees on average
-    storage = float(params.al_mean[1, STORAGE] * params.amax[1, STORAGE])
-    memory = float(params.al_mean[1, MEMORY] * params.amax[1, MEMORY])
+    # each class's mean allocation (D6, D36): what the download rule sees on average
+    storage = params.al_mean[:, STORAGE] * params.amax[:, STORAGE]
+    memory = params.al_mean[:, MEMORY] * params.amax[:, MEMORY]
     _fill(S, P, skip, storage, memory)

@@ -4,6 +4,9 @@ Everything the numba kernels need is in one `Params` namedtuple of scalars and a
 built once per run. Index conventions (used throughout the kernels):
 
 * nodes v = 0..N: v = 0 is the server, v = i is user i's device (paper 2.1);
+* node classes c = 0..C: c = 0 is the server, c = 1..C the user classes (docs/model.md
+  D36), in the order of ``users.classes``; node v is of class ``S.node_class[v]``. Every
+  per-class parameter has C + 1 rows (the availability laws' row 0 is never read);
 * resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage (`constants.RESOURCES`);
 * subtasks j = 0..J-1: what a node's readiness, storage and batches are keyed by
   (docs/model.md D7). With `execution.subtask_data: model` (default) one j per distinct
@@ -40,7 +43,7 @@ WORK_LOGNORMAL, WORK_EXPONENTIAL = range(2)  # law of a batch's execution work a
 
 PARAM_FIELDS = (
     # sizes
-    "n_users n_nodes n_sub n_task n_types max_slots hist "
+    "n_users n_nodes n_sub n_task n_types max_slots hist n_classes cl_cum "
     # availability and requests
     "on_law off_law think_law patience_law type_cum "
     # tasks and subtasks
@@ -61,16 +64,16 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over fifo paper_progress".split()},
+    **{k: "i" for k in "n_classes n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over fifo paper_progress".split()},
     **{k: "f" for k in "min_data_mb idw_power hz_nmax vol_overhead".split()},
     **{k: (np.float64, 1) for k in (
-        "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd wk_lsd wk_vol sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
+        "think_law patience_law type_cum cl_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
+        "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
     **{k: (np.int64, 1) for k in (
         "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
         "hz_res hz_nterms hz_form hz_link hz_logn").split()},
     **{k: (np.float64, 2) for k in (
-        "mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels "
+        "on_law off_law wk_vol mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels "
         "hz_cm hz_cs hz_coef hz_type hz_work").split()},
     **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
@@ -276,6 +279,13 @@ def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool,
             np.array([len(a) for a in alts], np.int64), task_nacc)
 
 
+def _cumulative(probs) -> np.ndarray:
+    """Cumulative probabilities, the last exactly 1 (a uniform draw always finds one)."""
+    cum = np.cumsum(np.asarray(probs, dtype=np.float64))
+    cum[-1] = 1.0
+    return cum
+
+
 def build_params(cfg, bundle: Bundle) -> Params:
     """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
     n_users = int(cfg.users.count)
@@ -289,8 +299,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
             f"defines {len(bundle.task_types)} task types "
             f"({', '.join(t.name for t in bundle.task_types)})"
         )
-    type_cum = np.cumsum(probs)
-    type_cum[-1] = 1.0
+    type_cum = _cumulative(probs)
 
     n_task = len(bundle.task_types)
     max_slots = max(len(t.subtasks) for t in bundle.task_types)
@@ -307,7 +316,9 @@ def build_params(cfg, bundle: Bundle) -> Params:
     mem_est = np.stack([memory_table(st[m].memory.batch_sizes, st[m].memory.execution_mb) for m in sub_type])
 
     base_vec = cfg.base_profile.as_array()
-    amax = np.stack([cfg.server.maximum(base_vec), base_vec * cfg.users.capacity])
+    # Node classes (D36): row 0 the server, rows 1..C the user classes.
+    classes = cfg.users.class_list(cfg.availability)
+    amax = np.stack([cfg.server.maximum(base_vec)] + [c.maximum(base_vec) for c in classes])
 
     alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in RESOURCES]
     al_p, al_q, al_ar, al_ma, al_sigma, al_lam, al_zm, al_zsd = _arma_arrays(alloc_blocks, hist)
@@ -319,7 +330,7 @@ def build_params(cfg, bundle: Bundle) -> Params:
     # resource (paper 2.2: node-specific; config server.allocation, users.allocation).
     # A class whose sd is 0 for every resource is constant, mean x amax: it draws nothing.
     fitted = {r: (bundle.allocation[r].mean, bundle.allocation[r].sd) for r in RESOURCES}
-    laws = (cfg.server.allocation, cfg.users.allocation)
+    laws = [cfg.server.allocation] + [c.allocation for c in classes]
     al_mean = np.stack([law.fractions(fitted)[0] for law in laws])
     al_sd = np.stack([law.fractions(fitted)[1] for law in laws])
     al_const = np.all(al_sd == 0.0, axis=1).astype(np.int64)
@@ -364,7 +375,10 @@ def build_params(cfg, bundle: Bundle) -> Params:
     wk_lsd = np.array([st[m].work.log_sd for m in sub_type])
     # A volunteer's batch costs this times the table's work (D29; 1 = as on the server),
     # read at the users' CPU maximum where the bundle gives it per CPU share
-    wk_vol = np.array([st[m].work.volunteer_factor_at(amax[1, CPU]) for m in sub_type])
+    # (row 0 the server's, 1: its work is the table's), times the class's own speed (D36)
+    wk_vol = np.stack([np.ones(len(sub_type))] + [
+        np.array([st[m].work.volunteer_factor_at(amax[1 + c, CPU]) * cl.work_scale for m in sub_type])
+        for c, cl in enumerate(classes)])
     sub_in_mb = np.array([st[m].input_size_mb for m in sub_type])
     sub_out_mb = np.array([st[m].output_size_mb for m in sub_type])
     hz = hazard_arrays(bundle.hazard, n_types)
@@ -380,8 +394,11 @@ def build_params(cfg, bundle: Bundle) -> Params:
         n_types=n_types,
         max_slots=max_slots,
         hist=hist,
-        on_law=dist_law(cfg.availability.online),
-        off_law=dist_law(cfg.availability.offline),
+        n_classes=len(classes),
+        cl_cum=_cumulative([c.share for c in classes]),
+        # per node class; the server's row 0 repeats the first class's and is never read
+        on_law=np.stack([dist_law(c.availability.online) for c in classes[:1] + classes]),
+        off_law=np.stack([dist_law(c.availability.offline) for c in classes[:1] + classes]),
         think_law=dist_law(cfg.requests.think_time),
         patience_law=dist_law(cfg.requests.patience),
         type_cum=type_cum,
@@ -520,6 +537,8 @@ def _pack(T):
     s.n_types = T.n_types
     s.max_slots = T.max_slots
     s.hist = T.hist
+    s.n_classes = T.n_classes
+    s.cl_cum = T.cl_cum
     s.on_law = T.on_law
     s.off_law = T.off_law
     s.think_law = T.think_law

@@ -20,12 +20,14 @@ import numpy as np
 from numba import njit
 from numba.experimental import structref
 
-from gmm_volunteer.model.params import N_CRES, N_RES, Params
+from gmm_volunteer.model.params import CPU, N_CRES, N_RES, Params
 from gmm_volunteer.model.structs import StateStruct, struct_fields
 
 STATE_FIELDS = (
     # availability (o, d^o): online flag, step of the last change, keyed period counter
     "online av_since av_count on_list on_pos n_on "
+    # node classes (D36): each node's class (0 the server), online users per class
+    "node_class cl_on "
     # scripted events (D25): hold end and background availability state per user, the
     # share of CPU and memory allocation each node keeps, nodes below a full share
     "av_hold av_sched ev_scale ev_n "
@@ -54,6 +56,9 @@ STATE_FIELDS = (
     "mg_key mg_id mg_t "
     # per-step series
     "key rng ser_online ser_active ser_salloc ser_scons ser_ucons ser_ev ser_work ser_demand "
+    # per user class (D36; written only when there are several): online users, and the
+    # band_in, band_out and CPU their nodes used
+    "ser_conline ser_ccons "
     # the dedicated server's maximum allocation per resource, set by the control plane
     # (autoscaler; docs/model.md D17); the allocation kernel reads it, not P.amax[0]
     "srv_cap "
@@ -87,18 +92,21 @@ def expected_requests(P, steps: int) -> int:
     from gmm_volunteer.model import laws
 
     try:
-        m_on, m_off = laws.mean(P.on_law), laws.mean(P.off_law)
+        shares = np.diff(P.cl_cum, prepend=0.0)
+        means = [(laws.mean(P.on_law[1 + c]), laws.mean(P.off_law[1 + c])) for c in range(P.n_classes)]
         m_think = laws.mean(P.think_law)
     except (AttributeError, TypeError, ValueError, IndexError):
         return 0
-    if not all(np.isfinite(x) and x > 0 for x in (m_on, m_off, m_think)):
+    if not all(np.isfinite(x) and x > 0 for x in (*np.ravel(means), m_think)):
         return 0
-    return int(P.n_users * m_on / (m_on + m_off) * steps / max(m_think, 1.0))
+    on = sum(w * m_on / (m_on + m_off) for w, (m_on, m_off) in zip(shares, means))
+    return int(P.n_users * on * steps / max(m_think, 1.0))
 
 
 def allocate(P: Params, steps: int) -> State:
     """Empty state for `P` and a run of `steps` steps (everything offline, no requests)."""
     V, J, S = P.n_nodes, P.n_sub, P.max_slots
+    C = getattr(P, "n_classes", 1)  # user classes (D36); sizing namespaces leave it out
     b_cap = max(256, V // 2)
     d_cap = max(256, V // 4)
     # The request log is the one structure that grows with the horizon (the run's output:
@@ -120,6 +128,8 @@ def allocate(P: Params, steps: int) -> State:
         on_list=_i(V, -1, np.int32),
         on_pos=_i(V, -1, np.int32),
         n_on=_i(1),
+        node_class=_i(V),  # drawn when the run starts (engine.assign_classes)
+        cl_on=_i(C + 1),
         av_hold=_i(V, -1),
         av_sched=np.zeros(V, np.uint8),
         ev_scale=np.ones(V),
@@ -231,12 +241,14 @@ def allocate(P: Params, steps: int) -> State:
         ser_salloc=np.zeros((steps, N_RES), np.float32),
         ser_scons=np.zeros((steps, N_RES), np.float32),
         ser_ucons=np.zeros((steps, N_RES), np.float32),
-        ser_ev=np.zeros((steps, 2, 5), np.int32),
+        ser_ev=np.zeros((steps, C + 1, 5), np.int32),  # per node class
         ser_work=np.zeros((steps, 2), np.float32),
         # progress: paper only (D27): the server's CPU demand before the share (%) and
         # its batches active in the step
         ser_demand=np.zeros((steps, 2), np.float32),
         srv_cap=np.array(P.amax[0], np.float64),
+        ser_conline=np.zeros((steps if C > 1 else 0, C), np.int32),
+        ser_ccons=np.zeros((steps if C > 1 else 0, C, CPU + 1), np.float32),
         dm_cum=np.zeros(1),
         dm_on=np.zeros(2, np.int64),
     )
@@ -349,6 +361,8 @@ def _pack(T):
     s.on_list = T.on_list
     s.on_pos = T.on_pos
     s.n_on = T.n_on
+    s.node_class = T.node_class
+    s.cl_on = T.cl_on
     s.av_hold = T.av_hold
     s.av_sched = T.av_sched
     s.ev_scale = T.ev_scale
@@ -460,6 +474,8 @@ def _pack(T):
     s.ser_ev = T.ser_ev
     s.ser_work = T.ser_work
     s.ser_demand = T.ser_demand
+    s.ser_conline = T.ser_conline
+    s.ser_ccons = T.ser_ccons
     s.srv_cap = T.srv_cap
     s.dm_cum = T.dm_cum
     s.dm_on = T.dm_on

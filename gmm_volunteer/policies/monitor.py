@@ -264,7 +264,7 @@ def probe_estimate(S, P, R, v, j, t):
     processor sharing with the n subtasks already there, at least one step
     (docs/routing.md, "Probes")."""
     cores = S.alloc[v, CPU] / 100.0
-    work = work_mean(P, v, j, 1)  # what v would take: a volunteer's factor included (D29)
+    work = work_mean(S, P, v, j, 1)  # what v would take: a volunteer's factor included (D29)
     n = R.nq[v]
     if cores <= 0.0:
         ex = R.mc[C_LAT_CAP]

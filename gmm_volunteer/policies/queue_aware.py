@@ -349,7 +349,7 @@ def jsq_s_delay(S, P, R, v, j):
     cores = S.alloc[v, CPU] / 100.0
     if cores <= 0.0:
         return math.inf
-    return (R.nq[v] + 1.0) / cores * max(1.0, work_mean(P, v, j, 1)) + (0.0 if v == 0 else TRANSFER_S)
+    return (R.nq[v] + 1.0) / cores * max(1.0, work_mean(S, P, v, j, 1)) + (0.0 if v == 0 else TRANSFER_S)
 
 
 @kernel
@@ -438,17 +438,17 @@ def oracle_delay(S, P, v, j, t):
         if b == join:
             pass  # replaced by the grown batch below
         elif S.b_phase[b] == EXECUTION:
-            rem[n] = (1.0 - S.b_done[b]) * work_mean(P, v, S.b_sub[b], S.b_size[b]) * S.b_eps[b]
+            rem[n] = (1.0 - S.b_done[b]) * work_mean(S, P, v, S.b_sub[b], S.b_size[b]) * S.b_eps[b]
             n += 1
         elif S.b_phase[b] == DOWNLOAD:
-            rem[n] = work_mean(P, v, S.b_sub[b], S.b_size[b])
+            rem[n] = work_mean(S, P, v, S.b_sub[b], S.b_size[b])
             n += 1
         b = S.b_nnext[b]
     if join >= 0:
-        w = work_mean(P, v, j, S.b_size[join] + 1) * (S.b_eps[join] if S.b_phase[join] == EXECUTION else 1.0)
+        w = work_mean(S, P, v, j, S.b_size[join] + 1) * (S.b_eps[join] if S.b_phase[join] == EXECUTION else 1.0)
         w *= 1.0 - S.b_done[join]
     else:
-        w = work_mean(P, v, j, 1)
+        w = work_mean(S, P, v, j, 1)
     ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, w))))
     return ex + (0.0 if v == 0 else TRANSFER_S)
 

@@ -18,6 +18,7 @@ import numpy as np
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer._version import __version__
 from gmm_volunteer.model import rng as rng_mod
+from gmm_volunteer.model.rng import KEY_CLASS, keyed_uniform
 from gmm_volunteer.io.bundlefiles import load_bundle
 from gmm_volunteer.model.bundle import bundle_digest
 from gmm_volunteer.model.demand import demand_arrays
@@ -35,11 +36,35 @@ from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.variants import served_series
+from gmm_volunteer.run.class_series import class_series, user_events
 from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
 from gmm_volunteer.policies.guard import guard
 
 
-def stationary_availability(P: Params, g: np.random.Generator):
+@kernel
+def assign_classes(S, P):
+    """Each user's device class (docs/model.md D36): a draw keyed by (seed, user) from the
+    classes' shares, so that a user has the same class whatever the policies, the
+    capacities or the number of users (common random numbers, D5). The server is node
+    class 0; with one class nothing is drawn."""
+    for v in range(1, P.n_nodes):
+        c = 0
+        if P.n_classes > 1:
+            u = keyed_uniform(S.key[0], KEY_CLASS, v, 0, 0)
+            while c < P.n_classes - 1 and u > P.cl_cum[c]:
+                c += 1
+        S.node_class[v] = c + 1
+
+
+def _online_share(on_law: np.ndarray, off_law: np.ndarray) -> float:
+    """P(online) of the stationary alternating renewal process (see below)."""
+    m_on, m_off = mean_duration(on_law), mean_duration(off_law)
+    if math.isinf(m_on) and math.isinf(m_off):
+        raise ValueError("online and offline durations both never end: no stationary state")
+    return 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)  # 0.0 when m_off is infinite
+
+
+def stationary_availability(P: Params, g: np.random.Generator, node_class: np.ndarray | None = None):
     """Initial (online, age, steps until the next change) of every user, drawn from the
     alternating renewal process's stationary law (paper 2.2; docs/model.md).
 
@@ -49,14 +74,23 @@ def stationary_availability(P: Params, g: np.random.Generator):
     When one state never ends (`never`, infinite mean) P(online) is 1 or 0: every user
     is in that state, at age 0, and its switch is at `laws.MAX_DURATION`, i.e. never
     (docs/model.md, D2). Both never ending has no stationary law (the config refuses it).
+    Each user follows the laws of its class (`node_class`, per node; D36): the laws are
+    rows per node class, row 0 the server's and unread (`Params`), or one law for all.
+    With one class the draws are those made before classes existed.
     """
     n = P.n_users
-    m_on, m_off = mean_duration(P.on_law), mean_duration(P.off_law)
-    if math.isinf(m_on) and math.isinf(m_off):
-        raise ValueError("online and offline durations both never end: no stationary state")
-    p_on = 1.0 if math.isinf(m_on) else m_on / (m_on + m_off)  # 0.0 when m_off is infinite
-    online = g.random(n) < p_on
-    total = np.where(online, length_biased(P.on_law, n, g), length_biased(P.off_law, n, g))
+    on_laws, off_laws = np.atleast_2d(P.on_law), np.atleast_2d(P.off_law)
+    first = 0 if on_laws.shape[0] == 1 else 1
+    cls = np.full(n, first) if node_class is None else np.asarray(node_class[1:])
+    used = range(first, on_laws.shape[0])
+    p_on = np.zeros(on_laws.shape[0])
+    for c in used:
+        p_on[c] = _online_share(on_laws[c], off_laws[c])
+    online = g.random(n) < p_on[cls]
+    total = np.zeros(n)
+    for c in used:
+        drawn = np.where(online, length_biased(on_laws[c], n, g), length_biased(off_laws[c], n, g))
+        total = drawn if len(used) == 1 else np.where(cls == c, drawn, total)
     # A never-ending period has no uniform point: its age is taken as 0 (the age is
     # recorded, never read by the dynamics). Finite periods keep the draws they had.
     ends = np.isfinite(total)
@@ -69,6 +103,7 @@ def stationary_availability(P: Params, g: np.random.Generator):
 @kernel
 def _init_state(S, P, online, age, next_change):
     S.online[0] = 1
+    S.cl_on[0] = 1
     for j in range(P.n_sub):
         S.rd_state[0, j] = READY
         S.rd_mb[0, j] = P.sub_data_mb[j]
@@ -83,6 +118,7 @@ def _init_state(S, P, online, age, next_change):
             heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, next_change[k], i, next_change[k])
         if online[k]:
             S.online[i] = 1
+            S.cl_on[S.node_class[i]] += 1
             list_add(S.on_list, S.on_pos, S.n_on, i)
             allocation_restart(S, P, i, 0)
             start_think(S, P, i, 0)
@@ -117,7 +153,8 @@ class Simulation:
         self.arrays = self.arrays._replace(dm_cum=dm_cum, dm_on=dm_on)
         self.S = pack_state(self.arrays)
         self.control.start(self.arrays)
-        online, age, next_change = stationary_availability(self.params, gens["init"])
+        assign_classes(self.S, self.P)  # D36
+        online, age, next_change = stationary_availability(self.params, gens["init"], self.arrays.node_class)
         _init_state(self.S, self.P, online, age, next_change)
         fill_initial_data(self.S, self.P, self.params, cfg)  # D2
         self.t = 0
@@ -303,7 +340,7 @@ class Simulation:
             server_allocation=_frozen(S.ser_salloc[:T]),
             server_consumption=_frozen(S.ser_scons[:T]),
             user_consumption=_frozen(S.ser_ucons[:T]),
-            subtask_events=_frozen(S.ser_ev[:T]),
+            subtask_events=_frozen(user_events(S.ser_ev[:T])),
             completed_work=_frozen(S.ser_work[:T]),
             request_type_names=tuple(t.name for t in self.bundle.task_types),
             attrs=attrs,
@@ -317,6 +354,11 @@ class Simulation:
         series, coords = served_series(self.params, self.arrays, int(self.arrays.n_lg[0]),
                                        [s.name for s in self.bundle.subtask_types],
                                        [s.accuracy for s in self.bundle.subtask_types])
+        # per user class and energy (D36, D37)
+        cs, cc = class_series(self.cfg, self.params, self.arrays, T, int(self.arrays.n_lg[0]),
+                              self.control.capacity_series(T))
+        series.update(cs)
+        coords.update(cc)
         if self.params.paper_progress:  # what the paper's accounting asks of the server (D27)
             series["server_cpu_demand"] = (("time",), self.arrays.ser_demand[:T, 0].copy(), {
                 "long_name": "server CPU demand before the proportional share (progress: paper)",

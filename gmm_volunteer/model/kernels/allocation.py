@@ -13,11 +13,11 @@ the new phase, when it returns.
 
 The server's maximum allocation is state, ``S.srv_cap`` (one value per resource), which
 the control plane changes when an autoscaler scales the server (docs/model.md D17);
-the users' maximum is the parameter ``P.amax[1]``.
+a user's is the parameter ``P.amax[c]`` of its class c (``S.node_class``, D36).
 
-Node class c (0 server, 1 users) has its own fraction mean and sd, ``P.al_mean[c]``,
-``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
-``server.allocation``, ``users.allocation``). The server's innovations come from
+Node class c (0 server, 1..C the user classes) has its own fraction mean and sd,
+``P.al_mean[c]``, ``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
+``server.allocation``, ``users.allocation``, a class's ``allocation``). The server's innovations come from
 ``STREAM_SERVER`` and the users' from ``STREAM_ALLOCATION``, so the server's path is the
 same whatever the number of users online, their capacity or the policies. A class whose
 sd is 0 for every resource (``P.al_const[c]``, e.g. the dedicated server by default)
@@ -58,6 +58,15 @@ def _constant(P, c, r):
 
 
 @njit(cache=True, inline="always")
+def _users_constant(P):
+    """Whether no user class draws its allocation (every one has sd 0)."""
+    for c in range(1, P.n_classes + 1):
+        if not P.al_const[c]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
 def _y_slot(P, r, t):
     return P.al_yoff[r] + t % (P.al_p[r] + 1)
 
@@ -71,8 +80,8 @@ def _e_slot(P, r, t):
 def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
     al_y, al_e, st = S.al_y, S.al_e, S.rng
-    cls = 0 if v == 0 else 1
-    amax = S.srv_cap if v == 0 else P.amax[1]
+    cls = S.node_class[v]
+    amax = S.srv_cap if v == 0 else P.amax[cls]
     if P.al_const[cls]:
         for r in range(N_RES):
             S.alloc[v, r] = _constant(P, cls, r) * amax[r]
@@ -107,8 +116,8 @@ def allocation_restart(S, P, v, t):
     nb = P.burn_in
     if nb <= 0:
         return
-    cls = 0 if v == 0 else 1
-    amax = S.srv_cap if v == 0 else P.amax[1]
+    cls = S.node_class[v]
+    amax = S.srv_cap if v == 0 else P.amax[cls]
     alloc = S.alloc
     if P.al_const[cls]:
         for r in range(N_RES):
@@ -175,9 +184,10 @@ def step_allocations(S, P, t):
     n = S.n_on[0] + 1
     al_y, al_e, raw = S.al_y, S.al_e, S.al_normals
     # Rows lo..hi-1 run the ARMA: the server's row 0 unless it is constant, the users'
-    # rows 1..n-1 unless they are.
+    # rows 1..n-1 unless every user class is (a constant class among drawing ones
+    # draws too, and ignores its draws).
     lo = 1 if P.al_const[0] else 0
-    hi = 1 if P.al_const[1] else n
+    hi = 1 if _users_constant(P) else n
     # Innovations in the order of one scalar recursion per node (row-major: node, then
     # resource), each node class from its own stream, drawn as blocks; resource r's
     # innovation of row k is sigma_r * raw[k * N_RES + r].
@@ -201,7 +211,7 @@ def step_allocations(S, P, t):
                 yw[row] += c * el[row]
     # a_t: node by node, so that each node's allocation row is written once.
     # The server's maximum is state (`S.srv_cap`, set by the control plane: D17); the
-    # users' stays the parameter P.amax[1].
+    # users' stays the parameter P.amax[c] of their class c.
     alloc, on_list, amax, cap = S.alloc, S.on_list, P.amax, S.srv_cap
     slot = np.empty(N_RES, np.int64)
     for r in range(N_RES):
@@ -214,14 +224,21 @@ def step_allocations(S, P, t):
         # `_fraction` written out with the parameter arrays bound once (see
         # allocation_restart)
         al_mean, al_sd, al_zm, al_zsd, al_lam = P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam
+        al_const, node_class = P.al_const, S.node_class
         for row in range(1, n):
             v = on_list[row - 1]
+            c = node_class[v]
+            if al_const[c]:
+                for r in range(N_RES):
+                    alloc[v, r] = _constant(P, c, r) * amax[c, r]
+                continue
             for r in range(N_RES):
-                frac = al_mean[1, r] + al_sd[1, r] * yeo_johnson_inverse(
+                frac = al_mean[c, r] + al_sd[c, r] * yeo_johnson_inverse(
                     al_zm[r] + al_zsd[r] * al_y[slot[r], row], al_lam[r])
-                alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[1, r]
+                alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[c, r]
     else:
         for row in range(1, n):
             v = on_list[row - 1]
+            c = S.node_class[v]
             for r in range(N_RES):
-                alloc[v, r] = _constant(P, 1, r) * amax[1, r]
+                alloc[v, r] = _constant(P, c, r) * amax[c, r]

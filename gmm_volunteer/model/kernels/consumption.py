@@ -352,7 +352,7 @@ def step_consumption(S, P, t):
         for r in range(N_CRES):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean, wk_vol = S.b_done, S.b_eps, S.nd_work, P.wk_mean, P.wk_vol
-    b_tau, carry, b_share = S.b_tau, P.carry_over, S.b_share
+    b_tau, carry, b_share, node_class = S.b_tau, P.carry_over, S.b_share, S.node_class
     sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
         b = b_list[k]
@@ -378,8 +378,8 @@ def step_consumption(S, P, t):
             else:
                 top = wk_mean[j, MAX_BATCH_TABLE]
                 wm = top + (top - wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
-            if v > 0:
-                wm *= wk_vol[j]
+            if v > 0:  # the server's row is 1: skipped, as before classes (D36)
+                wm *= wk_vol[node_class[v], j]
             work = 100.0 * wm * b_eps[b]
         elif ph == DOWNLOAD:
             work = 8.0 * n * sub_in_mb[j]
@@ -420,13 +420,18 @@ def step_consumption(S, P, t):
 @kernel
 def record_consumption(S, t):
     """Record c_t, what the nodes used (`S.nd_cons`), before the executor acts (paper
-    3.2, Fig. 4): server and user totals."""
+    3.2, Fig. 4): server and user totals, and with several user classes the band_in,
+    band_out and CPU of each (D36)."""
     ucons = np.zeros(N_CRES)
+    per_class = S.ser_ccons.shape[0] > 0  # several user classes (D36)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
         if v > 0:
             for r in range(N_CRES):
                 ucons[r] += S.nd_cons[v, r]
+            if per_class:
+                for r in range(CPU + 1):
+                    S.ser_ccons[t, S.node_class[v] - 1, r] += S.nd_cons[v, r]
     S.ser_scons[t, BAND_IN] = ucons[BAND_OUT]
     S.ser_scons[t, BAND_OUT] = ucons[BAND_IN]
     S.ser_scons[t, CPU] = S.nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
@@ -522,6 +527,8 @@ def carry_phases(S, P, b, t):
         S.nd_cons[v, r] += used
         if v > 0:
             S.ser_ucons[t, r] += used
+            if S.ser_ccons.shape[0] > 0:  # several user classes (D36)
+                S.ser_ccons[t, S.node_class[v] - 1, r] += used
             if r == BAND_IN:
                 S.ser_scons[t, BAND_OUT] += used
             elif r == BAND_OUT:

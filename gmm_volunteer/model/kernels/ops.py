@@ -37,7 +37,7 @@ from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them 
 
 @njit(cache=True, inline="always")
 def count_event(S, t, v, event, n):
-    S.ser_ev[t, 0 if v == 0 else 1, event] += n
+    S.ser_ev[t, S.node_class[v], event] += n  # per node class (D36)
 
 
 # ---- swap-remove lists ------------------------------------------------------------
@@ -99,15 +99,15 @@ def mem_estimate(P, j, n):
 
 
 @njit(cache=True, inline="always")
-def work_mean(P, v, j, n):
+def work_mean(S, P, v, j, n):
     """Mean CPU-seconds of executing a batch of n subtasks j on node v (linear beyond the
-    table; a volunteer's times the type's volunteer factor, D29)."""
+    table; a volunteer's times its class's volunteer factor, D29, D36; the server's 1)."""
     if n <= MAX_BATCH_TABLE:
         w = P.wk_mean[j, n]
     else:
         top = P.wk_mean[j, MAX_BATCH_TABLE]
         w = top + (top - P.wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
-    return w * P.wk_vol[j] if v > 0 else w
+    return w * P.wk_vol[S.node_class[v], j]
 
 
 @njit(cache=True, inline="always")
@@ -117,7 +117,7 @@ def phase_work(S, P, b):
     download and result upload in Mbit."""
     j, n, ph = S.b_sub[b], S.b_size[b], S.b_phase[b]
     if ph == EXECUTION:
-        return 100.0 * work_mean(P, S.b_node[b], j, n) * S.b_eps[b]
+        return 100.0 * work_mean(S, P, S.b_node[b], j, n) * S.b_eps[b]
     if ph == DOWNLOAD:
         return 8.0 * n * P.sub_in_mb[j]
     return 8.0 * n * P.sub_out_mb[j]

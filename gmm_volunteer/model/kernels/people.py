@@ -137,6 +137,7 @@ def step_requests(S, P, t):
 @kernel
 def go_offline(S, P, i, t):
     S.online[i] = 0
+    S.cl_on[S.node_class[i]] -= 1
     allocation_leave(S, P, i, t)
     list_remove(S.on_list, S.on_pos, S.n_on, i)
     if S.rq_type[i] >= 0:
@@ -154,6 +155,7 @@ def go_offline(S, P, i, t):
 @kernel
 def go_online(S, P, i, t):
     S.online[i] = 1
+    S.cl_on[S.node_class[i]] += 1
     list_add(S.on_list, S.on_pos, S.n_on, i)
     for j in range(P.n_sub):
         if S.rd_state[i, j] == READY:
@@ -164,7 +166,8 @@ def go_online(S, P, i, t):
 
 @kernel
 def step_availability(S, P, t):
-    """Factor (d^o, o): users whose online/offline period ends at t switch state."""
+    """Factor (d^o, o): users whose online/offline period ends at t switch state, each
+    drawing its next period from its class's laws (D36)."""
     while S.ah_n[0] > 0 and S.ah_t[0] <= t:
         _, i, _ = heap_pop(S.ah_t, S.ah_v, S.ah_t, S.ah_n)
         n = S.av_count[i] + 1
@@ -180,10 +183,10 @@ def step_availability(S, P, t):
             else:
                 go_online(S, P, i, t)
         if going_off:
-            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law, i, n)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law[S.node_class[i]], i, n)
             if S.dm_on[1]:  # time-varying rate of coming online (D18)
                 d = warp(S.dm_cum, t, d)
         else:
-            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law, i, n)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law[S.node_class[i]], i, n)
         if d < MAX_DURATION:
             heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)

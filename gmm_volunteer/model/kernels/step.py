@@ -19,6 +19,9 @@ def dynamics_step(S, P, t):
     completions (offline resets happen with availability)."""
     step_availability(S, P, t)
     S.ser_online[t] = S.n_on[0]
+    if S.ser_conline.shape[0] > 0:  # several user classes (D36)
+        for c in range(P.n_classes):
+            S.ser_conline[t, c] = S.cl_on[c + 1]
     step_requests(S, P, t)
     S.ser_active[t] = S.n_rq[0]
     step_allocations(S, P, t)

@@ -36,9 +36,10 @@ from gmm_volunteer.run.config.schema import DEFAULT_MODEL, RunConfig, default_ou
 from gmm_volunteer.run.config.sections import (  # noqa: F401
     ALLOCATION_BASES, ALLOCATION_RESOURCES, Allocation, AllocationMeans, AllocationSds,
     Availability, BaseProfile, CostWeights, Execution, MaxAllocation, Output, Requests,
-    ResourceCapacity, Server, ServerAllocation, ServerAllocationLaw, UserAllocation,
-    UserAllocationLaw, Users,
+    Power, ResourceCapacity, Server, ServerAllocation, ServerAllocationLaw, ServerPower, UserAllocation,
+    UserAllocationLaw, UserPower,
 )
+from gmm_volunteer.run.config.population import UserClass, Users  # noqa: F401
 
 __all__ = [
     "ConfigError",

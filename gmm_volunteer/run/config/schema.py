@@ -14,8 +14,9 @@ from gmm_volunteer.model.events import ScriptedEvent
 from gmm_volunteer.run.config.laws import MAX_STEPS
 from gmm_volunteer.run.config.messages import OptionsError
 from gmm_volunteer.run.config.sections import (
-    Allocation, Availability, BaseProfile, Execution, Output, Requests, Server, Users, _Section,
+    Allocation, Availability, BaseProfile, Execution, Output, Requests, Server, _Section,
 )
+from gmm_volunteer.run.config.population import Users
 
 DEFAULT_MODEL = "models/default"
 

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from gmm_volunteer.model.constants import RESOURCES
+from gmm_volunteer.model.energy import DEFAULT_POWER, MAX_POWER_W
 from gmm_volunteer.model.suggest import did_you_mean
 from gmm_volunteer.run.config.laws import (
     _STRICT, MAX_ALLOCATION_SD, MAX_BURN_IN, MAX_CAPACITY, MAX_CONCURRENCY, MAX_PROFILE,
@@ -140,16 +141,6 @@ ServerAllocationLaw = Annotated[ServerAllocation, BeforeValidator(_allocation_sh
 UserAllocationLaw = Annotated[UserAllocation, BeforeValidator(_allocation_shorthand)]
 
 
-class Users(_Section):
-    count: int = Field(ge=1, le=MAX_USERS)
-    capacity: float = Field(1.0, gt=0, le=MAX_CAPACITY)
-    allocation: UserAllocationLaw = Field(default_factory=UserAllocation)
-    # Subtask data the users hold at t = 0 (docs/model.md D2): "filled", what the
-    # distributed schedulers' download rule leaves after a long history; "empty", none
-    # (the behaviour before 0.6.0).
-    initial_data: Literal["filled", "empty"] = "filled"
-
-
 class ResourceCapacity(_Fractions):
     """Capacity multiplier of the server per resource (x ``base_profile``), replacing
     ``server.capacity`` for the resources given (paper 2.4, eq. 3: the vector a†)."""
@@ -183,6 +174,37 @@ class CostWeights(_Fractions):
     storage: float | None = Field(None, ge=0, le=MAX_PROFILE)
 
 
+class Power(_Section):
+    """A node's power model (docs/model.md D37): ``idle_w`` at no CPU use, ``full_w`` at
+    its whole CPU maximum, linear in between, plus ``mbit_j`` per Mbit it moves."""
+
+    idle_w: float = Field(ge=0, le=MAX_POWER_W)
+    full_w: float = Field(ge=0, le=MAX_POWER_W)
+    mbit_j: float = Field(0.0, ge=0, le=MAX_POWER_W)
+
+    @model_validator(mode="after")
+    def _full_above_idle(self):
+        if self.full_w < self.idle_w:
+            raise ValueError(f"full_w ({number(self.full_w)}) must be at least idle_w ({number(self.idle_w)})")
+        return self
+
+
+class ServerPower(Power):
+    """The server's, per base profile of capacity (D37 gives the sources)."""
+
+    idle_w: float = Field(DEFAULT_POWER["server"][0], ge=0, le=MAX_POWER_W)
+    full_w: float = Field(DEFAULT_POWER["server"][1], ge=0, le=MAX_POWER_W)
+    mbit_j: float = Field(DEFAULT_POWER["server"][2], ge=0, le=MAX_POWER_W)
+
+
+class UserPower(Power):
+    """A volunteer device's (D37 gives the sources)."""
+
+    idle_w: float = Field(DEFAULT_POWER["user"][0], ge=0, le=MAX_POWER_W)
+    full_w: float = Field(DEFAULT_POWER["user"][1], ge=0, le=MAX_POWER_W)
+    mbit_j: float = Field(DEFAULT_POWER["user"][2], ge=0, le=MAX_POWER_W)
+
+
 class Server(_Section):
     """The dedicated server v0. Its maximum allocation per resource r is, in order of
     precedence, ``max_allocation.r``, ``resource_capacity.r`` x ``base_profile.r``, or
@@ -193,6 +215,8 @@ class Server(_Section):
     resource_capacity: ResourceCapacity = Field(default_factory=ResourceCapacity)
     max_allocation: MaxAllocation = Field(default_factory=MaxAllocation)
     cost_weights: CostWeights = Field(default_factory=CostWeights)
+    # Power per base profile of capacity (docs/model.md D37)
+    power: ServerPower = Field(default_factory=ServerPower)
 
     @field_validator("max_allocation")
     @classmethod
@@ -209,7 +233,9 @@ class Server(_Section):
         # Left out when not set, so that a config without them dumps (and is stored in
         # every result's attrs) exactly as before they existed.
         d = handler(self)
-        return {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+        return {k: v for k, v in d.items()
+                if k not in ("resource_capacity", "max_allocation", "cost_weights", "power")
+                or (v if k != "power" else v != ServerPower().model_dump())}
 
     def per_resource(self) -> bool:
         """Whether any resource departs from the scalar ``capacity``."""
