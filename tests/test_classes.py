@@ -153,3 +153,23 @@ def test_a_resumed_run_with_classes_is_the_uninterrupted_run(synthetic_model, tm
     resumed = ck.restore(ck.checkpoints(folder)[-1], cfg)
     write_result(resumed.run(progress=False), tmp_path / "resumed.zarr")
     assert_same_store(tmp_path / "resumed.zarr", tmp_path / "whole.zarr")
+
+
+def test_summary_prints_a_row_per_class_and_the_energy_per_request(synthetic_model):
+    """`gmmv summarize`'s text: per-class rows with several classes, none with one; the
+    energy per completed request is the run's joules over its completed requests."""
+    from gmm_volunteer.experiments.summary import run_metrics, summarize
+
+    _, ds = _dataset(synthetic_model, users=300, steps=900, classes=THREE, server=2.0)
+    text = summarize(ds)
+    assert "Per user class" in text
+    for c in THREE:
+        assert any(line.startswith(c["name"] + " ") for line in text.splitlines()), c["name"]
+    m = run_metrics(ds)
+    done = int(m["requests"].sel(outcome="completed").sum())
+    joules = float(ds["server_energy"].sum()) + float(ds["user_energy"].sum())
+    assert float(m["energy_per_request"]) == pytest.approx(joules / done, rel=1e-12)
+    assert int(m["class_requests"].sum()) == int(m["requests"].sum())
+    _, one = _dataset(synthetic_model, users=100, steps=300)
+    text = summarize(one)
+    assert "Energy" in text and "Per user class" not in text

@@ -50,6 +50,8 @@ def overview_table(ds: xr.Dataset) -> pd.DataFrame:
         "completion rate server": rate.sel(node_class="server", drop=True),
         "completion rate user": rate.sel(node_class="user", drop=True),
     }
+    if "energy_per_request" in ds:  # stores made before energy was recorded lack it (D37)
+        cols["energy per completed request (J)"] = ds["energy_per_request"]
     mean = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
                        for k, v in cols.items()}).compute()
     df = mean.to_dataframe()

@@ -79,6 +79,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
     ``accuracy_served``, ``variant_share``, ``estimator_mare`` and
     ``estimator_decisions`` (gmm_volunteer.routing_metrics; NaN where they do not apply).
     """
+    from gmm_volunteer.experiments.class_metrics import class_coords, class_metrics, energy_metrics
     from gmm_volunteer.experiments.phase_law import phase_law_metrics
     from gmm_volunteer.experiments.routing_metrics import routing_metrics  # imports the policies
 
@@ -102,6 +103,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
         if sel.size:
             lq[k] = np.quantile(sel, quantiles)
             lmean[k] = sel.mean()
+    per_class = class_metrics(ds, records, quantiles)
     all_done = latency[done]
     lq_all = np.quantile(all_done, quantiles) if all_done.size else np.full(quantiles.size, np.nan)
 
@@ -178,6 +180,9 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             **routing_metrics(ds),
             # what the paper's phase law asks of the server (docs/model.md D27)
             **phase_law_metrics(ds),
+            # energy (D37) and, with several user classes, per class (D36)
+            **energy_metrics(ds, int(counts[:, 0].sum())),
+            **per_class,
         },
         coords={
             "request_type": ("request_type", np.array(names, dtype=object)),
@@ -189,6 +194,7 @@ def run_metrics(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> xr.Dataset:
             "node_class": ("node_class", np.array(node_classes, dtype=object)),
             "event": ("event", np.array(event_names, dtype=object)),
             "monitor_op": ("monitor_op", np.array(MONITOR_OPS, dtype=object)),
+            **(class_coords(ds) if per_class else {}),
         },
     )
     return out
@@ -365,6 +371,9 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                  _fmt(float(m["monitor_bytes_total"].values[i]) / 1e6, 3)]
                 for i, op in enumerate(m["monitor_op"].values)]
         lines += _table(["operation", "calls", "traffic (MB)"], rows)
+    from gmm_volunteer.experiments.class_metrics import summary_lines
+
+    lines += summary_lines(m, _table, _fmt)
     return "\n".join(lines) + "\n"
 
 
