@@ -104,7 +104,8 @@ def probe_steps(P, key, rng, st, t0, t1):
     (online, on_list, on_pos, n_on, ah_t, ah_v, ah_n, rh_t, rh_v, rh_tok, rh_n, rq_tok,
      rq_active, av_count, rq_count, al_y, al_e, alloc, cs_h, cs_out, nrm, rec) = st
     w = np.empty(P.levels.shape[1])
-    on_law, off_law, think_law, patience_law, n_task = P.on_law, P.off_law, P.think_law, P.patience_law, P.n_task
+    # the first user class's laws (node class 1; docs/model.md D36): the probe's users are alike
+    on_law, off_law, think_law, patience_law, n_task = P.on_law[1], P.off_law[1], P.think_law, P.patience_law, P.n_task
     al_p, al_q, al_ar, al_ma, al_sigma, al_yoff, al_eoff = P.al_p, P.al_q, P.al_ar, P.al_ma, P.al_sigma, P.al_yoff, P.al_eoff
     al_const, al_mean, al_sd, al_zm, al_zsd, al_lam, amax = P.al_const, P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam, P.amax
     n_levels, knots, level_kind, st_mean, st_sd, has = P.n_levels, P.levels, P.level_kind, P.st_mean, P.st_sd, P.cs_has

@@ -309,8 +309,9 @@ def test_a_volunteer_factor_table_is_read_at_the_users_cpu_maximum(tmp_path):
                           base_profile={"cpu": cpu})
         P = build_params(cfg, load_bundle(tmp_path / "table"))
         first = np.asarray(P.sub_type) == 0
-        assert first.any() and np.all(P.wk_vol[first] == g), (cpu, capacity, P.wk_vol)
-        assert np.all(P.wk_vol[~first] == 1.0)
+        users = P.wk_vol[1]  # node class 1, the users' one class (row 0 is the server's, D36)
+        assert first.any() and np.all(users[first] == g), (cpu, capacity, P.wk_vol)
+        assert np.all(users[~first] == 1.0) and np.all(P.wk_vol[0] == 1.0)
 
     def run(factor, name):
         data["subtask_types"][0]["work"]["volunteer_factor"] = factor

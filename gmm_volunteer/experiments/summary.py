@@ -355,6 +355,8 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
         lines += _table(["resource", "server mean", "server sd", "users mean", "users sd"], rows)
         if fractions["bundle_error"] is not None:
             lines.append(f"(fitted fractions not shown: {fractions['bundle_error']})")
+        if "user_class" in ds.coords and ds.sizes["user_class"] > 1:
+            lines.append("(users: users.allocation; a class's own allocation replaces it: users.classes, D36)")
         lines.append("")
     lines.append("Subtask completion rate (complete / start over the run)")
     rows = []

@@ -23,8 +23,13 @@ BASIS = ("0.5.0 benchmarks on the 2-core build machine (benchmarks/baselines/0.5
 
 
 def online_fraction(cfg) -> float:
-    """The stationary fraction of users online: mean online / (mean online + offline)."""
-    on, off = cfg.availability.online.mean(), cfg.availability.offline.mean()
+    """The stationary fraction of users online: mean online / (mean online + offline),
+    weighted by the shares of the user classes (docs/model.md D36)."""
+    return sum(c.share * _online_fraction(c.availability) for c in cfg.users.class_list(cfg.availability))
+
+
+def _online_fraction(availability) -> float:
+    on, off = availability.online.mean(), availability.offline.mean()
     if math.isinf(on):
         return 1.0
     if math.isinf(off):

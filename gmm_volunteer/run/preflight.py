@@ -25,6 +25,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from gmm_volunteer.run.config import ConfigError
+from gmm_volunteer.model.timing import online_fraction
 
 __all__ = ["check_start", "check_run", "estimate_memory", "available_memory", "bundle_for"]
 
@@ -112,8 +113,7 @@ def estimate_memory(cfg, bundle) -> int:
     per_step = (_state_bytes(bundle, restart, small, 1_001, per_model) - base) / 1_000
     nodes, steps = cfg.users.count + 1, cfg.steps
     state = base + per_node * (nodes - small) + per_step * (steps - 1)
-    on, off = cfg.availability.online.mean(), cfg.availability.offline.mean()
-    p_on = 1.0 if math.isinf(on) else (0.0 if math.isinf(off) else on / (on + off))
+    p_on = online_fraction(cfg)  # over the user classes (D36)
     think = cfg.requests.think_time.mean()
     cycle = max(1.0, think if math.isfinite(think) else cfg.requests.think_time.median())
     log_entries = 1.25 * nodes * steps * p_on / cycle

@@ -175,6 +175,8 @@ def check_live(cfg: RunConfig, source: str) -> None:
         problems.append("execution: the testbed runs the defaults (batching, data per model, no variants)")
     if cfg.events:
         problems.append("events: scripted events have no live implementation")
+    if cfg.users.classes is not None:
+        problems.append("users.classes: the testbed's volunteers are one device class (docs/model.md D36)")
     if cfg.demand.model_dump() != type(cfg.demand)().model_dump():
         problems.append("demand: time-varying demand has no live implementation")
     if cfg.users.count > 64 * 64:

@@ -11,8 +11,9 @@ expected; any problem raises `ConfigError` naming the file and the dotted key.
 they are checked exactly like keys written in the file.
 
 This module loads a config; the schema is split by part, each module a few screens:
-`laws` (duration laws and the numeric domains), `sections` (users, server, base
-profile, availability, requests, allocation, execution, output), `schema` (`RunConfig`
+`laws` (duration laws and the numeric domains), `sections` (server, power models, base
+profile, availability, requests, allocation, execution, output), `population` (users and
+their device classes), `schema` (`RunConfig`
 as a whole), `testbed` (the live testbed's section), `overrides` (`--set`) and
 `messages` (the words of each error). Their public names are found here too.
 """

@@ -1,7 +1,8 @@
-"""The sections of a run config (docs/usage.md, "Keys"): the users and the server with
-their allocation laws and capacities (paper 2.1-2.2, 3.1), the base resource profile,
-availability and requests (paper 2.2), allocation restarts, execution (docs/model.md)
-and output. The demand, burst and scripted-event sections are model concepts, in
+"""The sections of a run config (docs/usage.md, "Keys"): the server and the nodes'
+allocation laws, capacities and power models (paper 2.1-2.2, 3.1; docs/model.md D37),
+the base resource profile, availability and requests (paper 2.2), allocation restarts,
+execution (docs/model.md) and output. The users and their device classes are in
+`population`; the demand, burst and scripted-event sections are model concepts, in
 `gmm_volunteer.model` (`demand`, `bursts`, `events`)."""
 
 from __future__ import annotations
