@@ -173,3 +173,21 @@ def test_summary_prints_a_row_per_class_and_the_energy_per_request(synthetic_mod
     _, one = _dataset(synthetic_model, users=100, steps=300)
     text = summarize(one)
     assert "Energy" in text and "Per user class" not in text
+
+
+def test_the_shipped_three_class_config_runs_and_records_per_class(tmp_path):
+    """configs/three_classes.yaml (reduced to 300 users, 600 steps) runs; its store names
+    the classes and has per-class online users and energy with CF units."""
+    from pathlib import Path
+
+    from gmm_volunteer.io.results import open_result, write_result
+    from gmm_volunteer.run.config import load_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "three_classes.yaml"
+    cfg = load_config(path, ["users.count=300", "steps=600"])
+    write_result(Simulation(cfg).run(progress=False), tmp_path / "three.zarr")
+    ds = open_result(tmp_path / "three.zarr")
+    assert list(ds["user_class"].values) == ["phones", "laptops", "desktops"]
+    assert ds["class_online_users"].dims == ("time", "user_class") and ds["class_online_users"].attrs["units"] == "1"
+    assert ds["user_energy"].attrs["units"] == "J" and ds["server_energy"].attrs["units"] == "J"
+    assert int(ds["class_online_users"].sum()) == int(ds["online_users"].sum()) > 0

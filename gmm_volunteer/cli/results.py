@@ -40,6 +40,8 @@ TABLES = {
                "seed_metrics", "phase_table", False),
     "phase-law": ("what the paper's phase law asks of the server per grid point (progress: paper)",
                   "phase_law_report", "phase_law_table", False),
+    "classes": ("per user class per grid point: requests, P99, CPU-s given, energy (docs/model.md D36)",
+                "class_metrics", "class_table", False),
     "asrb-paired": ("ASRB minus its baselines, paired, with the BCa interval and t-test (from the run stores)",
                     "seed_metrics", "paired_table", False),
 }

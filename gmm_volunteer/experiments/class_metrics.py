@@ -99,3 +99,28 @@ def summary_lines(m: xr.Dataset, table, fmt) -> list[str]:
               *table(["class", "online mean", "CPU-s given", "subtasks completed", "aborted", "energy (kJ)",
                       *OUTCOMES, *qlabels], rows)]
     return lines
+
+
+def class_table(ds: xr.Dataset):
+    """One row per grid point and user class of a combined sweep dataset (D36): means over
+    seeds of the requests the class's users sent by outcome, the P99 latency of their
+    completed requests, the CPU-seconds the class's devices gave and the energy the service
+    added on them (`gmmv results table ... classes`). Raises ValueError for a sweep
+    without several classes."""
+    import pandas as pd
+
+    if "class_requests" not in ds:
+        raise ValueError("the sweep's runs have one user class (no users.classes): no per-class results")
+    cols = {
+        **{name: ds["class_requests"].sel(outcome=name, drop=True) for name in OUTCOMES},
+        "P99 (s)": ds["class_latency_quantile"].sel(quantile=0.99, drop=True),
+        "online (mean)": ds["class_online_users_mean"],
+        "CPU-s given": ds["class_cpu_given_total"],
+        "energy (kJ)": ds["class_energy_total"] / 1e3,
+    }
+    mean = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
+                       for k, v in cols.items()}).compute()
+    df: pd.DataFrame = mean.to_dataframe()[list(cols)]
+    if "seed" in ds.dims:
+        df.insert(0, "seeds", int(ds.sizes["seed"]))
+    return df
