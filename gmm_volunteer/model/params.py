@@ -46,7 +46,7 @@ PARAM_FIELDS = (
     # tasks and subtasks
     "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
-    "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over fifo vol_overhead "
+    "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over substep fifo vol_overhead "
     # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
     "paper_progress hz_nmax hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
     "hz_form hz_link hz_logn hz_tdev hz_work "
@@ -61,7 +61,7 @@ Params = namedtuple("Params", PARAM_FIELDS)
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over fifo paper_progress".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over substep fifo paper_progress".split()},
     **{k: "f" for k in "min_data_mb idw_power hz_nmax vol_overhead".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
@@ -406,6 +406,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
         carry_over=1 if cfg.execution.phase_changes == "carry_over" else 0,
+        # requests and subtasks end when their last phase's work ran out inside the step (D34)
+        substep=1 if cfg.execution.latency == "substep" else 0,
         # batches a node executes at once under discipline: fifo; 0 = shared (D28)
         fifo=cfg.execution.concurrency if cfg.execution.discipline == "fifo" else 0,
         # CPU a volunteer's process takes outside its executions, % of a core (D31)
@@ -545,6 +547,7 @@ def _pack(T):
     s.sub_out_mb = T.sub_out_mb
     s.batching = T.batching
     s.carry_over = T.carry_over
+    s.substep = T.substep
     s.fifo = T.fifo
     s.vol_overhead = T.vol_overhead
     s.paper_progress = T.paper_progress

@@ -296,7 +296,8 @@ class Simulation:
             request_user=_frozen(S.lg_user[:n]),
             request_type=_frozen(S.lg_type[:n]),
             request_start=_frozen(S.lg_start[:n]),
-            request_end=_frozen(S.lg_end[:n]),
+            # when each ended: the last active step, or under latency: substep the time (D34)
+            request_end=_frozen(S.lg_time[:n] if self.params.substep else S.lg_end[:n]),
             request_outcome=_frozen(S.lg_out[:n]),
             online_users=_frozen(S.ser_online[:T]),
             active_requests=_frozen(S.ser_active[:T]),

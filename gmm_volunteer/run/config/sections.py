@@ -331,6 +331,12 @@ class Execution(_Section):
     # phase begins at once and uses the rest of the step (sub-second phases, as a real
     # deployment runs them; docs/validation.md section 6).
     phase_changes: Literal["step", "carry_over"] = "step"
+    # When a request and each of its subtasks end (docs/model.md D34): "whole_step", at the
+    # end of the step in which their last phase finished (paper 2.1's 1 s steps: latencies
+    # are whole seconds, every result before 0.10.0); "substep", at the moment inside that
+    # step at which the phase's work ran out (progress: work knows it, D26), so latencies
+    # are real numbers. With phase_changes: carry_over the next phase also starts there.
+    latency: Literal["whole_step", "substep"] = "whole_step"
     # What ends a phase (docs/model.md D27): "work", the work the phase needs is done with
     # the resources granted (D10, since 0.3.0); "paper", a draw from the bundle's fitted
     # discrete-time hazard each step, every active batch charged its sampled consumption
@@ -368,6 +374,10 @@ class Execution(_Section):
             raise ValueError("phase_changes: carry_over needs progress: work (under progress: "
                              "paper a phase ends only at a step boundary, by its hazard draw; "
                              "docs/model.md D27)")
+        if self.progress == "paper" and self.latency != "whole_step":
+            raise ValueError(f"latency: {self.latency} needs progress: work (under progress: paper a "
+                             "phase ends by its hazard draw at a step boundary, so no time inside the "
+                             "step is known; docs/model.md D34)")
         if self.progress == "paper" and self.discipline != "shared":
             raise ValueError("discipline: fifo needs progress: work (under progress: paper a "
                              "phase ends by its hazard draw whatever CPU it is granted, so a "
