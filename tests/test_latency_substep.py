@@ -173,3 +173,25 @@ def test_substep_is_refused_under_the_papers_law(run_yaml, capsys):
     assert main(argv) == 2
     assert "latency: substep needs progress: work" in capsys.readouterr().err
     assert sorted(p.name for p in run_yaml.parent.iterdir()) == before
+
+
+def test_a_routers_realised_delay_is_the_results_time(tmp_path):
+    """The routers' passive feedback (docs/routing.md; D34): under substep a placed
+    subtask's realised delay is its result's time minus its placement step, the closed
+    form of the test above per decision: w on the server (node 0), w + transfers on a
+    volunteer, to 1e-9 s; under whole_step the whole steps ceil of those."""
+    from gmm_volunteer.policies.routing import DECISION_FIELDS
+
+    w = 1.3
+    model = _bundle(tmp_path / "det", mean_work_s=w, deterministic=True)
+    for latency, on_server, on_volunteer in (("substep", w, w + _transfer_s()), ("whole_step", 2.0, 3.0)):
+        data = _config(model, users=1, steps=1500, think_s=3.0, latency=latency).model_dump(mode="json")
+        data["scheduler"] = "queue_aware"
+        rec = Simulation(config_from_dict(data)).run(progress=False)
+        _, log, _ = rec.policy_series["decision"]
+        real = log[:, DECISION_FIELDS.index("realized")]
+        node = log[:, DECISION_FIELDS.index("node")]
+        done = ~np.isnan(real)
+        assert done.sum() > 100 and (node[done] == 0).any() and (node[done] > 0).any()
+        expected = np.where(node[done] == 0, on_server, on_volunteer)
+        assert np.all(np.abs(real[done] - expected) < 1e-9), (latency, np.unique(real[done]))
