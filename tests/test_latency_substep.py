@@ -10,7 +10,9 @@ is the moment its last result came in, a real number of seconds. Checked here:
 - `whole_step`, the default, gives the request logs 0.9.0 gave (hashes recorded from
   0.9.0 before the option existed), and the store keeps its integer records;
 - the store of a `substep` run holds real ends and latencies, read back as they were
-  written; under `progress: paper` `substep` is refused (exit 2, naming the key).
+  written, and `gmmv summarize` prints them to the millisecond; under `progress: paper`
+  `substep` is refused (exit 2, naming the key);
+- a router's realised subtask delay is its result's time minus its placement step.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from gmm_volunteer.io.bundlefiles import write_bundle
 from gmm_volunteer.io.conventions import flat_requests
+from gmm_volunteer.experiments.summary import summarize
 from gmm_volunteer.io.results import open_result, write_result
 from gmm_volunteer.run.config import ConfigError, config_from_dict
 from gmm_volunteer.run.engine import Simulation
@@ -161,6 +164,9 @@ def test_the_store_keeps_real_ends_and_latencies(tmp_path):
         order = np.argsort(rec.request_type, kind="stable")
         np.testing.assert_array_equal(r["request_end"], rec.request_end[order])
         np.testing.assert_array_equal(r["request_latency"], (rec.request_end - rec.request_start)[order])
+        # `gmmv summarize` prints real latencies to the millisecond, whole ones as before
+        row = next(line for line in summarize(ds).splitlines() if line.startswith("all "))
+        assert all(len(x.split(".")[1]) == (3 if latency == "substep" else 1) for x in row.split()[-3:]), row
 
 
 def test_substep_is_refused_under_the_papers_law(run_yaml, capsys):
