@@ -188,7 +188,9 @@ def allocate(P: Params, steps: int) -> State:
         ex_node=np.full((V, S), -1, np.int32),
         ex_phase=np.zeros((V, S), np.int8),
         ex_batch=np.full((V, S), -1, np.int32),
-        ex_tend=np.zeros((V, S)),  # when the slot's last phase ended, s (D34)
+        # when the slot's last phase ended, s: kept under execution.latency: substep only
+        # (D34; 8 bytes a slot, 80 MB at 10^6 users of 10 slots)
+        ex_tend=np.zeros((V, S) if getattr(P, "substep", 0) else (1, 1)),
         b_node=_i(b_cap, -1, np.int32),
         b_sub=_i(b_cap, -1, np.int32),
         b_phase=_i(b_cap, 0, np.int8),
