@@ -278,6 +278,10 @@ def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool,
 
 def build_params(cfg, bundle: Bundle) -> Params:
     """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
+    servers = getattr(cfg, "servers", None) or [cfg.server]
+    if len(servers) > 1 or any(s.rtt is not None for s in servers):
+        raise ValueError("servers: the engine simulates one dedicated server with no network "
+                         "distance so far (docs/model.md D35); give one server without `rtt`")
     n_users = int(cfg.users.count)
     hist = history_length(bundle)
     n_types = len(bundle.subtask_types)

@@ -5,6 +5,7 @@ file; every key path is checked against the schema first."""
 from __future__ import annotations
 
 import copy
+import types
 from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -111,13 +112,24 @@ def _section_default(tp: Any, key: str) -> dict:
     return {}
 
 
+def _optional_of(tp: Any) -> Any:
+    """``X`` for ``X | None`` (a section that may be left out, e.g. `server` beside
+    `servers`), else `tp` itself."""
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return args[0]
+    return tp
+
+
 def _fields_of(tp: Any) -> dict[str, Any] | None:
     """Sub-keys of a section type (the union of all variants for a `Dist`)."""
+    tp = _optional_of(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return {(f.alias or name): f.annotation for name, f in tp.model_fields.items()}
     if get_origin(tp) is Annotated:
         return _fields_of(get_args(tp)[0])
-    if get_origin(tp) is Union:
+    if get_origin(tp) in (Union, types.UnionType):
         merged: dict[str, Any] = {}
         for arg in get_args(tp):
             sub = _fields_of(arg)
@@ -137,6 +149,7 @@ def schema_keys() -> list[str]:
     out: list[str] = []
 
     def walk(tp: Any, prefix: str) -> None:
+        tp = _optional_of(tp)
         section = isinstance(tp, type) and issubclass(tp, BaseModel) and _shorthand_of(tp) is None
         fields = _fields_of(tp) if section else None
         if fields is None:

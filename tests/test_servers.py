@@ -1,0 +1,210 @@
+"""Several dedicated servers and their network distance to the users (docs/model.md D35):
+the `servers:` config, its errors, the per-user round-trip-time draws, and one server in
+`servers:` storing exactly what the same server in `server:` stores."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from gmm_volunteer.model import network, rng
+from gmm_volunteer.run.config import ConfigError, config_from_dict, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def minimal(tmp_path: Path) -> dict:
+    d = tmp_path / "bundle"
+    d.mkdir()
+    (d / "bundle.yaml").write_text("format: gmmv-model-bundle\n")  # only its existence is checked
+    return {"steps": 10, "users": {"count": 5}, "model": str(d)}
+
+
+TWO = [{"name": "edge", "capacity": 1, "rtt": 0.01},
+       {"name": "cloud", "capacity": 8, "rtt": {"dist": "lognormal", "mu": -2.5, "sigma": 0.3}}]
+
+
+def error_of(tmp_path: Path, data: dict) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return str(info.value).replace(f"{path}: ", "")
+
+
+# ---------------------------------------------------------------------------------
+# the config
+# ---------------------------------------------------------------------------------
+
+
+def test_one_server_in_a_list_resolves_as_the_single_server(minimal):
+    single = config_from_dict({**minimal, "server": {"capacity": 2}})
+    listed = config_from_dict({**minimal, "servers": [{"capacity": 2}]})
+    assert single.to_yaml() == listed.to_yaml()
+    assert "servers" not in listed.to_yaml() and listed.server_names() == ["server"]
+    assert listed.server is listed.servers[0]
+
+
+def test_several_servers_keep_their_order_names_and_laws(minimal):
+    cfg = config_from_dict({**minimal, "servers": TWO})
+    assert cfg.server_names() == ["edge", "cloud"]
+    assert cfg.server.name == "edge" and cfg.server_named("cloud").capacity == 8
+    assert cfg.server_named(None) is cfg.servers[0]
+    np.testing.assert_array_equal(cfg.servers[0].rtt.law(), network.rtt_law("fixed", 0.01))
+    dumped = yaml.safe_load(cfg.to_yaml())
+    assert "server" not in dumped and [s["name"] for s in dumped["servers"]] == ["edge", "cloud"]
+    again = config_from_dict({**minimal, **{k: v for k, v in dumped.items() if k != "model"}})
+    assert again.to_yaml() == cfg.to_yaml()  # the resolved config reloads as itself
+
+
+BAD = [
+    ("duplicate", {"servers": [{"name": "a", "capacity": 1}, {"name": "a", "capacity": 2}]},
+     "servers: entry 1: name 'a' is also the name of entry 0"),
+    ("negative_rtt", {"servers": [{"name": "a", "capacity": 1}, {"name": "b", "capacity": 2, "rtt": -0.1}]},
+     "servers.1.rtt.seconds: must be >= 0"),
+    ("negative_low", {"servers": [{"capacity": 1, "rtt": {"dist": "uniform", "low": -1, "high": 1}}]},
+     "servers.0.rtt.low: must be >= 0"),
+    ("high_below_low", {"servers": [{"capacity": 1, "rtt": {"dist": "uniform", "low": 0.2, "high": 0.1}}]},
+     "servers.0.rtt.high: must be >= low"),
+    ("rtt_never", {"server": {"capacity": 1, "rtt": {"dist": "never"}}}, "server.rtt: unknown dist 'never'"),
+    ("unknown_key", {"servers": [{"name": "a", "capacity": 1, "rttt": 0.1}]},
+     "servers.0.rttt: unknown key; did you mean 'rtt'?"),
+    ("both", {"server": {"capacity": 2}, "servers": [{"capacity": 2}]}, "servers: give either `server:`"),
+    ("empty", {"servers": []}, "servers: must list 1 to"),
+    ("null_list", {"servers": None}, "servers: must be a list of servers"),
+    ("null_server", {"server": None}, "server: must be a mapping"),
+    ("bad_name", {"servers": [{"name": "edge 1", "capacity": 1}]}, "servers.0.name: "),
+    ("unknown_scaled", {"servers": TWO, "autoscaler": "reactive", "autoscaler_options": {"server": "fog"}},
+     "autoscaler_options: server: 'fog' is not a server of this config (servers: edge, cloud)"),
+    ("missing", {}, "server: required key is missing"),
+]
+
+
+@pytest.mark.parametrize("name, extra, problem", BAD, ids=[b[0] for b in BAD])
+def test_bad_servers_name_the_key(tmp_path, minimal, name, extra, problem):
+    assert problem in error_of(tmp_path, {**minimal, **extra})
+
+
+def test_autoscaler_scales_the_server_it_names(minimal):
+    from gmm_volunteer.policies import make_autoscaler
+    from gmm_volunteer.policies.autoscalers.control import ControlPlane
+
+    cfg = config_from_dict({**minimal, "servers": TWO, "autoscaler": "reactive",
+                            "autoscaler_options": {"server": "cloud", "unit": 2.0}})
+    auto = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
+    params = type("P", (), {"amax": np.zeros((2, 5))})()
+    assert ControlPlane(auto, cfg, params).units == 4  # cloud's capacity 8 in units of 2
+    first = make_autoscaler(cfg.autoscaler, {"unit": 1.0})
+    assert ControlPlane(first, cfg, params).units == 1  # edge, the first, by default
+
+
+def test_usage_doc_lists_the_server_keys():
+    text = (REPO / "docs" / "usage.md").read_text()
+    for key in ("`servers`", "`server.name`", "`server.rtt`", "`fixed`", "`uniform`"):
+        assert key in text, key
+
+
+# ---------------------------------------------------------------------------------
+# the round-trip-time draws
+# ---------------------------------------------------------------------------------
+
+
+def test_rtt_draws_are_keyed_by_seed_server_and_user():
+    laws = np.stack([network.rtt_law("uniform", 0.0, 1.0), network.rtt_law("exponential", 0.05)])
+    key = rng.hash_key(rng.seed_sequence(7))
+    a = network.user_rtts(laws, 50, key)
+    assert a.shape == (2, 51) and np.all(a[:, 0] == 0.0)
+    np.testing.assert_array_equal(a, network.user_rtts(laws, 50, key))  # same seed, same draws
+    # a user's distance does not depend on how many users or which servers come after
+    np.testing.assert_array_equal(network.user_rtts(laws[:1], 20, key)[0], a[0, :21])
+    assert not np.array_equal(a, network.user_rtts(laws, 50, rng.hash_key(rng.seed_sequence(8))))
+
+
+def test_rtt_draws_follow_their_law():
+    """Mean of n = 20,000 draws within 4 standard errors of the law's mean (the tolerance
+    comes from n: a false failure has probability about 6e-5)."""
+    n = 20_000
+    key = rng.hash_key(rng.seed_sequence(11))
+    cases = [("fixed", (0.03, 0.0), 0.03, 0.0), ("uniform", (0.01, 0.05), 0.03, 0.04 / math.sqrt(12)),
+             ("exponential", (0.08, 0.0), 0.08, 0.08),
+             ("lognormal", (-3.0, 0.5), math.exp(-3.0 + 0.125), math.exp(-3.0 + 0.125) * math.sqrt(math.exp(0.25) - 1))]
+    for name, (a, b), mean, sd in cases:
+        x = network.user_rtts(network.rtt_law(name, a, b)[None, :], n, key)[0, 1:]
+        assert abs(x.mean() - mean) <= 4 * sd / math.sqrt(n) + 1e-12, (name, x.mean(), mean)
+        assert x.min() >= 0.0
+    fixed = network.user_rtts(network.rtt_law("fixed", 0.03)[None, :], 10, key)[0, 1:]
+    assert np.all(fixed == 0.03)
+
+
+# ---------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------
+
+
+def _store_files(path: Path) -> dict[str, object]:
+    """Every file of a store by relative path: bytes, except the root metadata (its JSON
+    without the measured wall time) and the manifest (which hashes that metadata)."""
+    import json
+
+    out: dict[str, object] = {}
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = str(f.relative_to(path))
+        if rel == "gmmv-manifest.json":
+            continue
+        if rel == "zarr.json":
+            meta = json.loads(f.read_text())
+            meta.get("attributes", {}).pop("wall_time_s", None)
+            out[rel] = meta
+        else:
+            out[rel] = f.read_bytes()
+    return out
+
+
+def test_one_server_in_servers_stores_what_server_stores(tmp_path, monkeypatch):
+    from gmm_volunteer.cli.commands import main
+
+    base = {"seed": 3, "steps": 120, "users": {"count": 40}}
+    stores = []
+    for name, section in (("single", {"server": {"capacity": 2}}), ("listed", {"servers": [{"capacity": 2}]})):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "run.yaml").write_text(yaml.safe_dump({**base, **section}))
+        monkeypatch.chdir(d)
+        assert main(["run", "run.yaml", "-o", "run.zarr", "--quiet"]) == 0
+        stores.append(_store_files(d / "run.zarr"))
+    assert stores[0].keys() == stores[1].keys() and len(stores[0]) > 10
+    different = [k for k in stores[0] if stores[0][k] != stores[1][k]]
+    assert not different, different
+
+
+@pytest.mark.parametrize("servers", [TWO, [{"capacity": 2, "rtt": 0.05}]], ids=["two", "distance"])
+def test_engine_refuses_what_it_does_not_simulate_yet(tmp_path, monkeypatch, capsys, servers):
+    from gmm_volunteer.cli.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, "servers": servers}))
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["run", "run.yaml", "--quiet"]) == 2
+    assert "run.yaml: servers: the engine simulates one dedicated server" in capsys.readouterr().err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_schema_takes_server_or_servers_not_both():
+    """`gmmv schema` (checked by an independent validator, as an editor checks a file)
+    accepts what the loader accepts here and marks what it refuses."""
+    import jsonschema
+
+    from gmm_volunteer.cli.schema import config_schema
+
+    check = jsonschema.Draft202012Validator(config_schema())
+    base = {"steps": 10, "users": {"count": 5}}
+    assert not list(check.iter_errors({**base, "server": {"capacity": 2}}))
+    assert not list(check.iter_errors({**base, "servers": TWO}))
+    for bad in ({}, {"server": {"capacity": 2}, "servers": TWO}, {"servers": []}, {"server": None},
+                {"servers": [{"capacity": 1, "rtt": -0.1}]}):
+        assert list(check.iter_errors({**base, **bad})), bad
