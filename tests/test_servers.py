@@ -182,6 +182,31 @@ def test_one_server_in_servers_stores_what_server_stores(tmp_path, monkeypatch):
     assert not different, different
 
 
+def test_a_checkpoint_of_server_resumes_under_the_same_config_in_servers(tmp_path, monkeypatch):
+    """A checkpoint records the resolved config, which is the same for both spellings: a
+    run saved under `server:` resumes under `servers:` and ends in the uninterrupted store."""
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.io.results import is_complete
+    from gmm_volunteer.run import checkpoint as ck
+    from gmm_volunteer.run.engine import Simulation
+
+    monkeypatch.chdir(tmp_path)
+    base = {"seed": 3, "steps": 200, "users": {"count": 40}}
+    (tmp_path / "single.yaml").write_text(yaml.safe_dump({**base, "server": {"capacity": 2}}))
+    (tmp_path / "listed.yaml").write_text(yaml.safe_dump({**base, "servers": [{"capacity": 2}]}))
+    assert main(["run", "single.yaml", "-o", "whole.zarr", "--quiet"]) == 0
+    cfg = load_config(tmp_path / "single.yaml")
+    cfg.output.path = "out.zarr"
+    folder = ck.checkpoint_dir(tmp_path / "out.zarr")
+    Simulation(cfg).run(progress=False, until=100, checkpoint=ck.Checkpointer(folder, 100))
+    assert main(["run", "listed.yaml", "-o", "out.zarr", "--resume", str(folder), "--quiet"]) == 0
+    assert is_complete(tmp_path / "out.zarr")
+    whole, out = _store_files(tmp_path / "whole.zarr"), _store_files(tmp_path / "out.zarr")
+    assert whole.keys() == out.keys()
+    different = [k for k in whole if whole[k] != out[k] and k != "zarr.json"]
+    assert not different, different
+
+
 @pytest.mark.parametrize("servers", [TWO, [{"capacity": 2, "rtt": 0.05}]], ids=["two", "distance"])
 def test_engine_refuses_what_it_does_not_simulate_yet(tmp_path, monkeypatch, capsys, servers):
     from gmm_volunteer.cli.commands import main
@@ -208,3 +233,28 @@ def test_the_schema_takes_server_or_servers_not_both():
     for bad in ({}, {"server": {"capacity": 2}, "servers": TWO}, {"servers": []}, {"server": None},
                 {"servers": [{"capacity": 1, "rtt": -0.1}]}):
         assert list(check.iter_errors({**base, **bad})), bad
+
+
+OVERRIDES_BAD = [
+    ("servers.2.capacity=1", "servers.2: cannot set servers.2.capacity: servers has 2 entries (0 to 1)"),
+    ("servers.x.capacity=1", "servers.x: an entry of servers is named by its number"),
+    ("servers.1.capcity=1", "servers.1.capcity: unknown config key; did you mean 'capacity'?"),
+    ("servers.1.rtt=-1", "servers.1.rtt.seconds: must be >= 0"),
+    ("server.capacity=3", "servers: give either `server:`"),
+]
+
+
+def test_an_override_names_a_server_by_its_number(tmp_path, minimal):
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({**minimal, "servers": TWO}))
+    cfg = load_config(path, ["servers.1.capacity=16", "servers.0.rtt=0.02"])
+    assert [s.capacity for s in cfg.servers] == [1, 16] and cfg.servers[0].rtt.seconds == 0.02
+    assert cfg.servers[1].rtt.mu == -2.5  # the rest of the entry as written
+    for override, problem in OVERRIDES_BAD:
+        with pytest.raises(ConfigError) as info:
+            load_config(path, [override])
+        assert problem in str(info.value), (override, str(info.value))
+    single = tmp_path / "one.yaml"
+    single.write_text(yaml.safe_dump({**minimal, "server": {"capacity": 2}}))
+    with pytest.raises(ConfigError, match="servers: cannot set servers.0.capacity: the config has no servers list"):
+        load_config(single, ["servers.0.capacity=3"])

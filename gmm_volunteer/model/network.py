@@ -36,6 +36,8 @@ def rtt_law(name: str, a: float, b: float = 0.0) -> np.ndarray:
 
 @njit(cache=True)
 def _draw(key, rtt_laws, n_users):
+    """(S, n_users + 1) float64 round-trip times from `rtt_laws` (S, 3) float64, one row
+    per server; column 0 is left zero. `key` is the run's uint64 hash key."""
     out = np.zeros((rtt_laws.shape[0], n_users + 1))
     for s in range(rtt_laws.shape[0]):
         kind, a, b = int(rtt_laws[s, 0]), rtt_laws[s, 1], rtt_laws[s, 2]
