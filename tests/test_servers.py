@@ -1,6 +1,7 @@
 """Several dedicated servers and their network distance to the users (docs/model.md D35):
-the `servers:` config, its errors, the per-user round-trip-time draws, and one server in
-`servers:` storing exactly what the same server in `server:` stores."""
+the `servers:` config, its errors and overrides, the per-user round-trip-time draws, one
+server in `servers:` storing exactly what the same server in `server:` stores, what the
+engine refuses, and a transfer's round trip against its closed form."""
 
 from __future__ import annotations
 
@@ -207,16 +208,64 @@ def test_a_checkpoint_of_server_resumes_under_the_same_config_in_servers(tmp_pat
     assert not different, different
 
 
-@pytest.mark.parametrize("servers", [TWO, [{"capacity": 2, "rtt": 0.05}]], ids=["two", "distance"])
-def test_engine_refuses_what_it_does_not_simulate_yet(tmp_path, monkeypatch, capsys, servers):
+REFUSED = [
+    ({"servers": TWO}, "run.yaml: servers: the engine simulates one dedicated server so far"),
+    ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"phase_changes": "carry_over"}},
+     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step"),
+    ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"progress": "paper"}},
+     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step and execution.progress: work"),
+]
+
+
+@pytest.mark.parametrize("extra, needle", REFUSED, ids=["two", "carry_over", "paper"])
+def test_engine_refuses_what_it_does_not_simulate(tmp_path, monkeypatch, capsys, extra, needle):
     from gmm_volunteer.cli.commands import main
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, "servers": servers}))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"steps": 10, "users": {"count": 5}, **extra}))
     before = sorted(tmp_path.rglob("*"))
     assert main(["run", "run.yaml", "--quiet"]) == 2
-    assert "run.yaml: servers: the engine simulates one dedicated server" in capsys.readouterr().err
+    assert needle in capsys.readouterr().err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def _input_download_steps(rtt: float, steps: int = 240) -> dict[int, int]:
+    """How many users' input downloads (paper 2.2's download phase) lasted how many steps,
+    over a run of 100 users at a fixed round-trip time `rtt` to the server; batching off,
+    so that a batch keeps its record from download to execution."""
+    import collections
+
+    from gmm_volunteer.model.constants import DOWNLOAD, EXECUTION
+    from gmm_volunteer.run.config import config_from_dict
+    from gmm_volunteer.run.engine import Simulation
+
+    cfg = config_from_dict({"seed": 5, "steps": steps, "users": {"count": 100},
+                            "server": {"capacity": 2, "rtt": rtt}, "execution": {"batching": False}})
+    sim = Simulation(cfg)
+    lasted: collections.Counter = collections.Counter()
+    before: dict = {}
+    for t in range(steps):
+        sim.step()
+        a = sim.arrays
+        now = {b: (a.b_phase[b], a.b_born[b]) for b in a.b_list[: a.n_b[0]] if a.b_node[b] > 0}
+        for b, (phase, born) in now.items():
+            # entered execution in step t from a download that began at the end of step `began`
+            if phase == EXECUTION and born == t and before.get(b, (None,))[0] == DOWNLOAD:
+                lasted[t - before[b][1]] += 1
+        before = now
+    return dict(lasted)
+
+
+@pytest.mark.parametrize("rtt", [0.0, 1.5, 2.0])
+def test_a_transfer_waits_its_round_trip_then_moves_its_data(rtt):
+    """Closed form of a lightly loaded user (D35): an input of well under a second of its
+    link's rate takes floor(rtt) + 1 whole steps, the round trip and then the data, in the
+    step where the wait ends (rtt = 2: the wait covers two steps, the data move in the
+    third). No download ends sooner; a few share a busy link and last longer."""
+    lasted = _input_download_steps(rtt)
+    expect = math.floor(rtt) + 1
+    assert min(lasted) == expect, lasted
+    assert lasted[expect] >= 0.9 * sum(lasted.values()) and sum(lasted.values()) > 100, lasted
 
 
 def test_the_schema_takes_server_or_servers_not_both():

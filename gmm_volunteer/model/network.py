@@ -60,3 +60,25 @@ def user_rtts(rtt_laws: np.ndarray, n_users: int, key) -> np.ndarray:
     server (`rtt_law`); `key` the run's hash key (`rng.hash_key`)."""
     rtt_laws = np.ascontiguousarray(rtt_laws, dtype=np.float64).reshape(-1, 3)
     return _draw(np.uint64(key), rtt_laws, int(n_users))
+
+
+def node_rtts(cfg, n_users: int, key=None) -> tuple[int, np.ndarray]:
+    """(whether the run has a distance, each node's round-trip time to the server) for a
+    run config: node 0 the server (0), node i user i. Without `key` (a check before the
+    run) the times are left zero. ValueError, naming the key, for what the engine does not
+    simulate: several servers, or a distance with phases that end inside a step or by a
+    hazard draw (docs/model.md D35)."""
+    servers = getattr(cfg, "servers", None) or [cfg.server]
+    if len(servers) > 1:
+        raise ValueError("servers: the engine simulates one dedicated server so far (docs/model.md "
+                         "D35); give one server")
+    rtt = servers[0].rtt
+    if rtt is None:
+        return 0, np.zeros(n_users + 1)
+    if cfg.execution.phase_changes != "step" or cfg.execution.progress != "work":
+        raise ValueError("server.rtt: a network distance needs execution.phase_changes: step and "
+                         "execution.progress: work (docs/model.md D35: the round-trip time delays a "
+                         "transfer's data within the whole steps it runs)")
+    if key is None:
+        return 1, np.zeros(n_users + 1)
+    return 1, user_rtts(rtt.law()[None, :], n_users, key)[0]
