@@ -209,6 +209,10 @@ def test_a_checkpoint_of_server_resumes_under_the_same_config_in_servers(tmp_pat
 
 
 REFUSED = [
+    ({"servers": [{"name": "a", "capacity": 1}, {"name": "a", "capacity": 2}]},
+     "run.yaml: servers: entry 1: name 'a' is also the name of entry 0"),
+    ({"servers": TWO, "autoscaler": "reactive", "autoscaler_options": {"server": "fog"}},
+     "run.yaml: autoscaler_options: server: 'fog' is not a server of this config"),
     ({"servers": TWO}, "run.yaml: servers: the engine simulates one dedicated server so far"),
     ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"phase_changes": "carry_over"}},
      "run.yaml: server.rtt: a network distance needs execution.phase_changes: step"),
@@ -217,8 +221,10 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("extra, needle", REFUSED, ids=["two", "carry_over", "paper"])
-def test_engine_refuses_what_it_does_not_simulate(tmp_path, monkeypatch, capsys, extra, needle):
+@pytest.mark.parametrize("extra, needle", REFUSED, ids=["duplicate", "unknown_scaled", "two", "carry_over", "paper"])
+def test_run_refuses_before_any_work(tmp_path, monkeypatch, capsys, extra, needle):
+    """Exit 2 naming the file and the key, and nothing written: bad input, and what the
+    engine does not simulate yet."""
     from gmm_volunteer.cli.commands import main
 
     monkeypatch.chdir(tmp_path)
