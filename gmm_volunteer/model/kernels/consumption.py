@@ -37,6 +37,7 @@ from gmm_volunteer.model.params import (
     MEMORY,
     N_CRES,
     STORAGE,
+    UPLOAD,
 )
 
 STAGE_DATA = 0
@@ -225,6 +226,7 @@ def step_consumption(S, P, t):
     cs_zm, cs_zsd, cs_lam, idw_power, sub_type = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power, P.sub_type
     b_h, b_cons, nd_cons, alloc, dl_h, dl_age = S.b_h, S.b_cons, S.nd_cons, S.alloc, S.dl_h, S.dl_age
     nd_tstamp, nd_touched, n_touched = S.nd_tstamp, S.nd_touched, S.n_touched
+    rtt_on, nd_rtt, b_age = P.rtt_on, P.nd_rtt, S.b_age
     n_b = S.n_b[0]
     at = 0
     for src in range(2):  # 0: the active batches, 1: the running downloads
@@ -314,6 +316,14 @@ def step_consumption(S, P, t):
                     hist[a, eo + (pos & em)] = eps
                 val = arma_value(z, cs_zm[stage, r], cs_zsd[stage, r], cs_lam[stage, r], mean, sd)
                 out[a, r] = val if val > 0.0 else 0.0
+            if rtt_on and v > 0 and stage != EXECUTION:
+                # A user's transfer moves no data for the first rtt seconds of its phase (or
+                # of its download), the round trip to the server (D35): of this step, the
+                # part after it. Before the node's shares, so the link goes to those moving.
+                wait = nd_rtt[v] - (b_age[a] if src == 0 else dl_age[a])
+                if wait > 0.0:
+                    r = BAND_OUT if src == 0 and stage == UPLOAD else BAND_IN
+                    out[a, r] *= 0.0 if wait >= 1.0 else 1.0 - wait
             for r in range(N_CRES):
                 nd_cons[v, r] += out[a, r]
     S.n_dlrun[0] = n_run

@@ -16,7 +16,7 @@ from gmm_volunteer.model.constants import RESOURCES
 from gmm_volunteer.model.suggest import did_you_mean
 from gmm_volunteer.run.config.laws import (
     _STRICT, MAX_ALLOCATION_SD, MAX_BURN_IN, MAX_CAPACITY, MAX_CONCURRENCY, MAX_PROFILE,
-    MAX_REQUEST_TYPES, MAX_USERS, Dist, LogNormal, Never, Pareto, Weibull,
+    MAX_REQUEST_TYPES, MAX_USERS, Dist, LogNormal, Never, Pareto, RoundTrip, Weibull,
 )
 from gmm_volunteer.run.config.messages import number, value_words
 
@@ -183,12 +183,21 @@ class CostWeights(_Fractions):
     storage: float | None = Field(None, ge=0, le=MAX_PROFILE)
 
 
-class Server(_Section):
-    """The dedicated server v0. Its maximum allocation per resource r is, in order of
-    precedence, ``max_allocation.r``, ``resource_capacity.r`` x ``base_profile.r``, or
-    ``capacity`` x ``base_profile.r`` (docs/model.md D20)."""
+SERVER_NAME = "server"  # the name of a server written without one (the single `server:`)
+SERVER_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
 
+
+class Server(_Section):
+    """A dedicated server (paper 2.1: v0; several of them, docs/model.md D35). Its maximum
+    allocation per resource r is, in order of precedence, ``max_allocation.r``,
+    ``resource_capacity.r`` x ``base_profile.r``, or ``capacity`` x ``base_profile.r``
+    (docs/model.md D20). ``rtt`` is the network round-trip time between it and a user,
+    a law drawn once per user (D35); left out, the users are at no distance from it (the
+    paper's model)."""
+
+    name: str = Field(SERVER_NAME, pattern=SERVER_NAME_PATTERN)
     capacity: float = Field(gt=0, le=MAX_CAPACITY)
+    rtt: RoundTrip | None = None
     allocation: ServerAllocationLaw = Field(default_factory=ServerAllocation)
     resource_capacity: ResourceCapacity = Field(default_factory=ResourceCapacity)
     max_allocation: MaxAllocation = Field(default_factory=MaxAllocation)
@@ -208,8 +217,15 @@ class Server(_Section):
     def _compact(self, handler):
         # Left out when not set, so that a config without them dumps (and is stored in
         # every result's attrs) exactly as before they existed.
+        # The same for a default name and no distance: a one-server config dumps as
+        # before several servers existed (docs/model.md D35).
         d = handler(self)
-        return {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+        d = {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+        if d.get("name") == SERVER_NAME:
+            del d["name"]
+        if d.get("rtt") is None:
+            d.pop("rtt", None)
+        return d
 
     def per_resource(self) -> bool:
         """Whether any resource departs from the scalar ``capacity``."""
