@@ -24,7 +24,7 @@ def traces(tmp_path_factory):
 def _fit(traces, name, workers):
     stages, progress = [], []
     out = fit_bundle(traces / "traces", traces / name, candidates=GRID, degrees=(1,), report=False,
-                     created=CREATED, log=stages.append, progress=lambda d, t: progress.append((d, t)),
+                     created=CREATED, log=stages.append, progress=lambda d, t, share: progress.append((d, t)),
                      workers=workers)
     return (out / "bundle.yaml").read_bytes(), stages, progress
 

@@ -67,9 +67,9 @@ def test_the_fit_logger_prints_progress_inside_a_stage(monkeypatch, capsys):
     monkeypatch.setattr("time.monotonic", lambda: clock.pop(0) if len(clock) > 1 else clock[0])
     log = fit_cli._stage_logger(feedback)
     log("fitting allocation series")          # t = 0
-    log.progress(3, 12)                        # t = 11: 3 of 12 after 11 s -> 33 s left
-    log.progress(4, 12)                        # t = 12: within 10 s of the last line, quiet
-    log.progress(12, 12)                       # t = 30: the end of the stage always shows
+    log.progress(3, 12, 0.25)                  # t = 11: a quarter of the work after 11 s -> 33 s left
+    log.progress(4, 12, 0.3)                   # t = 12: within 10 s of the last line, quiet
+    log.progress(12, 12, 1.0)                  # t = 30: the end of the stage always shows
     err = capsys.readouterr().err.splitlines()
     assert err == ["gmmv fit: fitting allocation series ...",
                    "gmmv fit:   3 of 12 ARMA candidates (fitted or ruled out), 11 s, about 33 s left",

@@ -66,7 +66,7 @@ def _run_series_stage(name: str, traces, candidates):
         return fit(traces, candidates)
 
 
-def _series_stages_in_parallel(traces, candidates, tick: Callable[[int], None]) -> dict:
+def _series_stages_in_parallel(traces, candidates, tick: Callable[[tuple], None]) -> dict:
     """`SERIES_STAGES` in two worker processes (spawned: nothing of this process's state
     but its arguments and environment, the pinned BLAS threads included); the parent
     passes their candidate ticks on to `tick` as they come. The same functions on the
@@ -105,7 +105,9 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     """Fit every component; return (bundle dict, diagnostics for the report).
 
     `log(message)` is told which component is being fitted before each one starts;
-    `progress(done, total)` of the ARMA candidate fits inside the two long stages. With
+    `progress(done, total, work_share)` of the ARMA candidates decided inside the two long
+    stages, `work_share` the share of the stage's expected work done (`arma.candidate_work`
+    of the candidates fitted, over that of every candidate not yet ruled out). With
     `workers` >= 2 the two long stages (allocation and consumption series) run side by
     side in processes of their own, as one stage to `log` and `progress`; the bundle is
     the same."""
@@ -114,13 +116,18 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     from gmm_volunteer.fitting.consumption import STAGES
     from gmm_volunteer.fitting.traces import RESOURCE_COLUMNS
 
-    def counted(n_series: int):
-        total, done = n_series * len(set(candidates)), [0]
+    from gmm_volunteer.fitting.arma import grid_work
 
-        def tick(n: int) -> None:
-            done[0] += n
+    def counted(n_series: int):
+        total, work = n_series * len(set(candidates)), n_series * grid_work(candidates)
+        done = {"n": 0, "fitted": 0, "skipped": 0}
+
+        def tick(decided) -> None:
+            for key, value in zip(("n", "fitted", "skipped"), decided):
+                done[key] += value
             if progress is not None:
-                progress(min(done[0], total), total)
+                expected = max(work - done["skipped"], 1)
+                progress(min(done["n"], total), total, min(done["fitted"] / expected, 1.0))
 
         return candidate_progress(tick)
 
@@ -138,7 +145,7 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
         with counted(n_alloc + n_cons):
             from gmm_volunteer.fitting.arma import _tick
 
-            results = _series_stages_in_parallel(traces, candidates, _tick)
+            results = _series_stages_in_parallel(traces, candidates, lambda decided: _tick(*decided))
         (allocation, alloc_diag), (consumption, cons_diag) = results["allocation"], results["consumption"]
     else:
         say(f"fitting allocation series (resources available for volunteering; {grid})")
@@ -196,8 +203,8 @@ def fit_bundle(
 
     Raises `TraceError` (naming the file and column) on unusable traces; nothing is
     written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
-    `log(message)` hears of each stage before it starts, `progress(done, total)` of the
-    ARMA fits inside the long stages (`build_bundle`; `workers` >= 2 runs those two side by
+    `log(message)` hears of each stage before it starts, `progress(done, total,
+    work_share)` of the ARMA fits inside the long stages (`build_bundle`; `workers` >= 2 runs those two side by
     side, with the same result).
     """
     from gmm_volunteer.io.bundlefiles import write_bundle
