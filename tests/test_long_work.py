@@ -60,6 +60,18 @@ def test_gmmv_compile_counts_kernels_k_of_n_with_the_time_left(tmp_path, monkeyp
     assert "left" in err
 
 
+def test_compile_weighs_kernels_by_their_size():
+    """The compile estimate's weights: a kernel's bytecode instructions (numba's CPU time
+    follows them), the median for a name that does not resolve."""
+    import gmm_volunteer.run.engine  # noqa: F401  (loads the kernels)
+    from gmm_volunteer.cli.compile import kernel_sizes
+
+    big, small_ = "gmm_volunteer.model.kernels.consumption.step_consumption", "gmm_volunteer.model.kernels.ops.batch_new"
+    sizes = kernel_sizes([big, small_, "no.such.kernel"])
+    assert sizes[big] > 5 * sizes[small_] > 0
+    assert sizes["no.such.kernel"] in (sizes[big], sizes[small_], (sizes[big] + sizes[small_]) // 2)
+
+
 def test_the_fit_logger_prints_progress_inside_a_stage(monkeypatch, capsys):
     from gmm_volunteer.fitting import cli as fit_cli
 
