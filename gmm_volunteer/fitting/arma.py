@@ -172,6 +172,17 @@ class ArmaFit:
         }
 
 
+def fit_candidate(z: np.ndarray, p: int, q: int):
+    """(AIC, parameter names, parameters) of `fit_arma_order`, or None when the fit
+    fails: what `select_arma` keeps of a candidate, small enough to come back from a
+    worker process."""
+    try:
+        res = fit_arma_order(z, p, q)
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+    return float(res.aic), list(res.model.param_names), np.asarray(res.params, float)
+
+
 def fit_arma_order(z: np.ndarray, p: int, q: int):
     """ML fit of a zero-mean ARMA(p, q) to `z` (NaN = missing); statsmodels results."""
     from statsmodels.tsa.arima.model import ARIMA
@@ -216,6 +227,21 @@ class Decided(NamedTuple):
 # Listeners told after each ARMA candidate fit (`candidate_progress`): progress inside
 # the long fitting stages (`gmmv fit`).
 _ON_CANDIDATE: list = []
+# Executors the candidates of a series are fitted in (`candidate_pool`); none: in turn.
+_POOLS: list = []
+
+
+@contextlib.contextmanager
+def candidate_pool(executor):
+    """While active, `select_arma` fits a series' candidates side by side in `executor`'s
+    processes (`fit_candidate` in each; started with one BLAS thread, as the caller is:
+    `fitting.fit`), keeping them in the grid's order, so the selection and the bundle
+    are those of one process."""
+    _POOLS.append(executor)
+    try:
+        yield
+    finally:
+        _POOLS.remove(executor)
 
 
 @contextlib.contextmanager
@@ -249,23 +275,27 @@ def select_arma(z: np.ndarray, candidates=FULL_GRID) -> ArmaFit:
         return ArmaFit((1, 0), np.zeros(1), np.zeros(0), 0.0, float("nan"), {}, nobs)
     grid: dict[tuple[int, int], float] = {}
     best = None
-    for p, q in sorted(set(candidates), key=lambda pq: (pq[0] + pq[1], pq)):
-        try:
-            res = fit_arma_order(z, p, q)
-        except (np.linalg.LinAlgError, ValueError):
+    orders = sorted(set(candidates), key=lambda pq: (pq[0] + pq[1], pq))
+    if _POOLS:  # side by side, taken in the grid's order
+        futures = [_POOLS[-1].submit(fit_candidate, z, p, q) for p, q in orders]
+        fits = (future.result() for future in futures)
+    else:
+        fits = (fit_candidate(z, p, q) for p, q in orders)
+    for (p, q), fitted in zip(orders, fits):
+        if fitted is None:
             _tick(skipped=candidate_work(p, q))
             continue
         _tick(fitted=candidate_work(p, q))
-        aic = float(res.aic)
+        aic, names, values = fitted
         if not np.isfinite(aic):
             continue
         grid[(p, q)] = aic
         if best is None or aic < best[0] - 1e-9:
-            best = (aic, p, q, res)
+            best = (aic, p, q, names, values)
     if best is None:
         raise ValueError("no ARMA candidate could be fitted")
-    aic, p, q, res = best
-    params = dict(zip(res.model.param_names, np.asarray(res.params, float)))
+    aic, p, q, names, values = best
+    params = dict(zip(names, values))
     ar = np.array([params[f"ar.L{i}"] for i in range(1, p + 1)])
     ma = np.array([params[f"ma.L{j}"] for j in range(1, q + 1)])
     sigma = float(np.sqrt(params["sigma2"]))

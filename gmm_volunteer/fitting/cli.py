@@ -128,8 +128,8 @@ def add_subcommands(subparsers) -> None:
     from gmm_volunteer.cli import argtypes
 
     p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, metavar="N",
-                   help="processes: 2 or more fit the allocation and consumption series side by "
-                        "side in two (the same bundle; default 1)")
+                   help="processes: 2 or more fit each series' ARMA candidates side by side in "
+                        "that many (the same bundle; default 1)")
     _add_output_flags(p, "no progress lines")
     p.set_defaults(func=_cmd_fit)
     try:
