@@ -35,7 +35,7 @@ class Scripted(Autoscaler):
 def fake_arrays(steps=2000, users=10):
     return SimpleNamespace(
         srv_cap=np.zeros(5), rq_count=np.zeros(users + 1, np.int64), n_lg=np.zeros(1, np.int64),
-        lg_end=np.zeros(10000, np.int64), lg_start=np.zeros(10000, np.int64),
+        lg_end=np.zeros(10000, np.int64), lg_time=np.zeros(10000), lg_start=np.zeros(10000, np.int64),
         lg_out=np.zeros(10000, np.int8), ser_scons=np.zeros((steps, 5), np.float32),
         ser_salloc=np.ones((steps, 5), np.float32), ser_work=np.zeros((steps, 2), np.float32))
 
@@ -116,6 +116,7 @@ def test_monitor_period_lag_and_window():
     # one abandoned at 9.
     a.rq_count[1:5] = 1
     a.lg_start[:3], a.lg_end[:3], a.lg_out[:3] = [2, -3, 0], [5, 8, 9], [0, 0, 1]
+    a.lg_time[:3] = a.lg_end[:3]  # whole steps (execution.latency: whole_step)
     a.n_lg[0] = 3
     a.ser_scons[0:10, 2] = 50.0
     a.ser_salloc[0:10, 2] = 200.0
@@ -131,6 +132,13 @@ def test_monitor_period_lag_and_window():
     a.rq_count[1:5] = 2
     obs2 = mon.scrape(a, 50, units=2)
     assert obs2.n_completed == 0 and math.isnan(obs2.latency[0.99]) and obs2.arrivals == 4
+    # under latency: substep (docs/model.md D34) latencies come from the end times, inside
+    # the end step: completed at 4.25 and 7.5, latencies 2.25 and 10.5
+    b = fake_arrays()
+    sub = Monitor(period=10, lag=0, window=30)
+    sub.start(b)
+    b.lg_start[:2], b.lg_end[:2], b.lg_time[:2], b.n_lg[0] = [2, -3], [5, 8], [4.25, 7.5], 2
+    assert sub.scrape(b, 10, units=2).latency[0.5] == pytest.approx(6.375)
 
 
 def _obs(t, rate, util_cpu=0.5, p95=10.0, work=None, units=2, period=5):

@@ -42,10 +42,13 @@ def run_checked(cfg, steps):
     server=st.sampled_from([0.5, 2.0, 10.0]),
     seed=st.integers(0, 2**16),
     phase_changes=st.sampled_from(["step", "carry_over"]),
+    latency=st.sampled_from(["whole_step", "substep"]),
 )
-def test_invariants_hold_every_step(synthetic_model, users, scheduler, user_capacity, server, seed, phase_changes):
+def test_invariants_hold_every_step(synthetic_model, users, scheduler, user_capacity, server, seed, phase_changes,
+                                    latency):
     cfg = make_config(synthetic_model, users=users, steps=150, scheduler=scheduler, seed=seed,
-                      user_capacity=user_capacity, server=server, execution={"phase_changes": phase_changes},
+                      user_capacity=user_capacity, server=server,
+                      execution={"phase_changes": phase_changes, "latency": latency},
                       availability={"online": {"dist": "exponential", "mean": 60.0},
                                     "offline": {"dist": "exponential", "mean": 60.0}},
                       requests={"think_time": {"dist": "exponential", "mean": 10.0},

@@ -73,7 +73,25 @@ def config_schema() -> dict:
     schema["properties"][SECTION] = {"$ref": f"#/$defs/{testbed['title']}"}
     for kind in ("scheduler", "executor", "autoscaler"):
         schema["properties"][kind]["examples"] = names(kind)
+    _servers(schema)
     return {"$schema": SCHEMA_DIALECT, **schema}
+
+
+def _servers(schema: dict) -> None:
+    """`server:` or `servers:`, one of the two and neither null, and a server's `rtt` as
+    a bare number of seconds (docs/model.md D35): forms the loader's validators accept
+    that the fields' own types do not say."""
+    from gmm_volunteer.run.config.laws import MAX_RTT
+    from gmm_volunteer.run.config.schema import MAX_SERVERS
+
+    server = {"$ref": "#/$defs/Server"}
+    props = schema["properties"]
+    props["server"] = server
+    props["servers"] = {"type": "array", "items": server, "minItems": 1, "maxItems": MAX_SERVERS}
+    schema["required"] = [k for k in schema["required"] if k != "server"]
+    schema["oneOf"] = [{"required": ["server"]}, {"required": ["servers"]}]
+    rtt = schema["$defs"]["Server"]["properties"]["rtt"]
+    rtt["anyOf"].insert(0, {"type": "number", "minimum": 0, "maximum": MAX_RTT})
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:

@@ -314,11 +314,14 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     rows = []
     names = [str(n) for n in m["request_type"].values]
     counts = m["requests"].values
+    # latencies below the step (execution.latency: substep, docs/model.md D34): to the ms
+    real = conventions.record_dtype("request_latency", ds["request_latency"]).kind == "f"
+    digits = 3 if real else 1
     for k, name in enumerate(names):
         rows.append([name, *(_fmt(int(c)) for c in counts[k]),
-                     *(_fmt(float(v)) for v in m["latency_quantile"].values[k])])
+                     *(_fmt(float(v), digits) for v in m["latency_quantile"].values[k])])
     rows.append(["all", *(_fmt(int(c)) for c in counts.sum(axis=0)),
-                 *(_fmt(float(v)) for v in m["latency_quantile_all"].values)])
+                 *(_fmt(float(v), digits) for v in m["latency_quantile_all"].values)])
     lines += _table(["request type", *OUTCOMES, *qlabels], rows)
     lines.append("")
     lines.append("Server resources (mean and sd over steps; consumption before the executor acts)")

@@ -56,7 +56,7 @@ from gmm_volunteer.model.constants import DECISION_FIELD_UNITS
 
 ACTION_FIELD_UNITS = ("s", "s", "1", "1")  # scaling actions' fields: steps are 1 s; units of dedicated capacity
 
-__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_DTYPES", "finish",
+__all__ = ["STORE_FORMAT", "FORMAT_ATTR", "TYPE", "REQUEST", "COUNT", "REQUEST_DTYPES", "record_dtype", "finish",
            "netcdf_attrs", "flag_attrs", "by_type", "has_requests", "flat_requests", "upgrade", "store_format",
            "time_coord", "steps_of", "typed_flags", "TIME_ATTRS", "TIME_UNITS", "CF_VERSION",
            "split_units", "join_units"]
@@ -427,24 +427,38 @@ def flat_requests(ds: xr.Dataset) -> dict[str, np.ndarray]:
     for name, var in ds.data_vars.items():
         if var.dims != (TYPE, REQUEST):
             continue
-        dtype = REQUEST_DTYPES.get(str(name), var.dtype)
+        dtype = record_dtype(str(name), var)
         # row by row, without the padding: the padded layout is never held whole
         parts = [np.asarray(var[k, :n].values).astype(dtype, copy=False) for k, n in enumerate(counts)]
         out[str(name)] = np.concatenate(parts) if parts else np.empty(0, dtype)
     return out
 
 
-def request_vars(counts: np.ndarray, columns: dict, attrs: dict) -> dict:
+def record_dtype(name: str, var) -> np.dtype:
+    """The type of request record `name` (a variable of a store or of `request_vars`): its
+    integer type in `REQUEST_DTYPES`, unless it was stored as real numbers (request ends
+    and latencies under execution.latency: substep, docs/model.md D34), and any other
+    variable's own type."""
+    stored = var.encoding.get("dtype")
+    if name in REQUEST_DTYPES and not (stored is not None and np.issubdtype(np.dtype(stored), np.floating)):
+        return np.dtype(REQUEST_DTYPES[name])
+    return var.dtype
+
+
+def request_vars(counts: np.ndarray, columns: dict, attrs: dict, real=()) -> dict:
     """The data variables of the per-type request layout: each padded column of
     `columns` (from `by_type`) with its attributes from `attrs` and, for the records of
-    `REQUEST_DTYPES`, the integer type and ``_FillValue`` it is stored with; and
+    `REQUEST_DTYPES`, the integer type and ``_FillValue`` it is stored with (those named
+    in `real`, times inside a step, float64 with NaN padding: docs/model.md D34); and
     ``request_count``."""
     import xarray as xr
 
     out = {COUNT: xr.Variable((TYPE,), counts, {"long_name": LONG_NAMES[COUNT], "units": "1"})}
     for name, grid in columns.items():
         enc = {}
-        if name in REQUEST_DTYPES:
+        if name in real:
+            enc = {"dtype": np.dtype(np.float64), "_FillValue": np.nan}
+        elif name in REQUEST_DTYPES:
             enc = {"dtype": np.dtype(REQUEST_DTYPES[name]), "_FillValue": REQUEST_FILL}
         out[name] = xr.Variable((TYPE, REQUEST), grid, dict(attrs.get(name, {})), enc)
     return out

@@ -30,7 +30,7 @@ from gmm_volunteer._version import __version__
 from gmm_volunteer.io import conventions
 from gmm_volunteer.io.conventions import ACTION_FIELD_UNITS
 from gmm_volunteer.io.manifest import CorruptStoreError, verify_manifest, write_manifest
-from gmm_volunteer.io.runrecord import RunRecord
+from gmm_volunteer.io.runrecord import RunRecord, real_or_int
 # the store's path and leftovers (io.storepath), under the names they had here
 from gmm_volunteer.io.storepath import (COMPLETE_ATTR, OutputPathError, check_output_path, clean_stale,  # noqa: F401
                                         is_complete, is_own_store, store_attrs)
@@ -65,6 +65,9 @@ _REQUEST_ATTRS = {
     "request_start": {"long_name": "step the request started (seconds since the run start)",
                       "units": "s"},
     "request_end": {"long_name": "last step the request was active", "units": "s"},
+    # under execution.latency: substep (docs/model.md D34) the record is a time, not a step
+    "request_end_time": {"long_name": "time the request ended (its last result in, if completed)",
+                         "units": "s"},
     "request_outcome": {"long_name": "how the request ended", **conventions.flag_attrs(OUTCOMES)},
     "request_latency": {"long_name": "request latency (end - start)", "units": "s"},
 }
@@ -105,10 +108,13 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     steps = record.steps
     n_req = int(np.asarray(record.request_user).shape[0])
     requests = {}
+    # Ends and latencies are whole steps (int64), or times inside a step where the run
+    # recorded them so (float64: execution.latency: substep, docs/model.md D34).
+    real = real_or_int(record.request_end) is np.float64
     for name, dtype in _REQUEST_FIELDS.items():
         arr = np.asarray(getattr(record, name))
         _check_shape(name, arr, (n_req,))
-        requests[name] = arr.astype(dtype, copy=False)
+        requests[name] = arr.astype(np.float64 if real and name == "request_end" else dtype, copy=False)
     type_names = tuple(record.request_type_names)
     if not type_names:
         raise ResultFormatError("RunRecord.request_type_names is empty")
@@ -149,7 +155,8 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
         _check_shape(name, arr, shape)
         series[name] = arr.astype(dtype, copy=False)
 
-    latency = (requests["request_end"] - requests["request_start"]).astype(np.int64, copy=False)
+    latency = (requests["request_end"] - requests["request_start"]).astype(np.float64 if real else np.int64,
+                                                                          copy=False)
     # Units differ per resource: the coordinate resource_unit holds them (conventions).
     per_resource_units = {"units_coordinate": "resource_unit"}
     # Request records per request type (conventions: store format 4), with the per-request
@@ -157,6 +164,10 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
     columns = {name: requests[name] for name in _REQUEST_FIELDS if name != "request_type"}
     columns["request_latency"] = latency
     request_attrs = dict(_REQUEST_ATTRS)
+    if real:
+        request_attrs["request_end"] = request_attrs.pop("request_end_time")
+    else:
+        del request_attrs["request_end_time"]
     policy_series = dict(record.policy_series)
     for name, (dims, arr, var_attrs) in list(policy_series.items()):
         if tuple(dims) == (conventions.REQUEST,):
@@ -166,7 +177,8 @@ def build_dataset(record: RunRecord) -> xr.Dataset:
             del policy_series[name]
     counts, grids = conventions.by_type(requests["request_type"], len(type_names), columns)
     data_vars = {
-        **conventions.request_vars(counts, grids, request_attrs),
+        **conventions.request_vars(counts, grids, request_attrs,
+                                   real=("request_end", "request_latency") if real else ()),
         "online_users": (("time",), series["online_users"],
                          {"long_name": "users online after the availability update",
                           "units": "1"}),

@@ -14,6 +14,12 @@ from gmm_volunteer.model.constants import EVENTS, MONITOR_OPS, NODE_CLASSES, OUT
 
 
 
+def real_or_int(end) -> type:
+    """The type of request ends and latencies: float64 when the ends are times inside a
+    step (execution.latency: substep, docs/model.md D34), else int64 (whole steps)."""
+    return np.float64 if np.issubdtype(np.asarray(end).dtype, np.floating) else np.int64
+
+
 @dataclass
 class RunRecord:
     """Per-request records, per-step series and metadata of one run.
@@ -25,7 +31,7 @@ class RunRecord:
     request_user: np.ndarray  # int32
     request_type: np.ndarray  # int8
     request_start: np.ndarray  # int64
-    request_end: np.ndarray  # int64
+    request_end: np.ndarray  # int64: the last active step; float64 under latency: substep, the time (D34)
     request_outcome: np.ndarray  # int8, index into OUTCOMES
     online_users: np.ndarray  # int32 (steps,)
     active_requests: np.ndarray  # int32 (steps,)
@@ -52,7 +58,8 @@ class RunRecord:
 
     @property
     def request_latency(self) -> np.ndarray:
-        return (self.request_end - self.request_start).astype(np.int64)
+        """end - start: whole seconds (int64), or real ones under latency: substep (D34)."""
+        return (self.request_end - self.request_start).astype(real_or_int(self.request_end))
 
     @property
     def steps(self) -> int:

@@ -32,6 +32,7 @@ from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them 
     BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, DONE, DOWNLOAD, EMPTY, EXECUTION, IDLE, LOADING,
     MEMORY, N_CRES, N_RES, PAUSED, PHASES, READY, RESOURCES, STORAGE, UPLOAD,
 )
+from gmm_volunteer.model.network import node_rtts
 from gmm_volunteer.model.structs import ParamsStruct
 
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
@@ -46,7 +47,7 @@ PARAM_FIELDS = (
     # tasks and subtasks
     "task_nsub task_sub sub_type n_req sub_acc var_list var_n task_nacc sub_data_mb sub_dl_mem sub_heaviest mem_est min_data_mb "
     # work a phase needs (progress from granted resources)
-    "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over fifo vol_overhead "
+    "wk_mean wk_dist wk_lsd wk_vol sub_in_mb sub_out_mb batching carry_over substep fifo vol_overhead "
     # phase ends drawn from the fitted hazards (execution.progress: paper; D27)
     "paper_progress hz_nmax hz_res hz_cm hz_cs hz_terms hz_nterms hz_coef hz_icpt hz_type hz_logage "
     "hz_form hz_link hz_logn hz_tdev hz_work "
@@ -54,18 +55,20 @@ PARAM_FIELDS = (
     "amax al_p al_q al_ar al_ma al_sigma al_lam al_zm al_zsd al_mean al_sd al_const al_yoff al_eoff restart burn_in "
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
-    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist"
+    "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
+    # network distance (D35): whether any, and each node's round-trip time to the server
+    "rtt_on nd_rtt"
 ).split()
 Params = namedtuple("Params", PARAM_FIELDS)
 
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over fifo paper_progress".split()},
+    **{k: "i" for k in "n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over substep fifo paper_progress rtt_on".split()},
     **{k: "f" for k in "min_data_mb idw_power hz_nmax vol_overhead".split()},
     **{k: (np.float64, 1) for k in (
         "on_law off_law think_law patience_law type_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
-        "al_zm al_zsd wk_lsd wk_vol sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage").split()},
+        "al_zm al_zsd wk_lsd wk_vol sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage nd_rtt").split()},
     **{k: (np.int64, 1) for k in (
         "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
         "hz_res hz_nterms hz_form hz_link hz_logn").split()},
@@ -276,9 +279,12 @@ def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool,
             np.array([len(a) for a in alts], np.int64), task_nacc)
 
 
-def build_params(cfg, bundle: Bundle) -> Params:
-    """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters."""
+def build_params(cfg, bundle: Bundle, key=None) -> Params:
+    """Flatten `cfg` (a RunConfig) and `bundle` into kernel parameters. `key`, the run's
+    hash key (`rng.hash_key`), draws the users' round-trip times to the server (D35);
+    without it (a check before the run) they are left zero."""
     n_users = int(cfg.users.count)
+    rtt_on, nd_rtt = node_rtts(cfg, n_users, key)
     hist = history_length(bundle)
     n_types = len(bundle.subtask_types)
 
@@ -406,6 +412,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         sub_out_mb=sub_out_mb,
         batching=1 if cfg.execution.batching else 0,
         carry_over=1 if cfg.execution.phase_changes == "carry_over" else 0,
+        # requests and subtasks end when their last phase's work ran out inside the step (D34)
+        substep=1 if cfg.execution.latency == "substep" else 0,
         # batches a node executes at once under discipline: fifo; 0 = shared (D28)
         fifo=cfg.execution.concurrency if cfg.execution.discipline == "fifo" else 0,
         # CPU a volunteer's process takes outside its executions, % of a core (D31)
@@ -456,6 +464,8 @@ def build_params(cfg, bundle: Bundle) -> Params:
         cs_emask=cs_emask,
         b_hist=b_hist,
         dl_hist=dl_hist,
+        rtt_on=rtt_on,
+        nd_rtt=nd_rtt,
     )
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
@@ -545,6 +555,7 @@ def _pack(T):
     s.sub_out_mb = T.sub_out_mb
     s.batching = T.batching
     s.carry_over = T.carry_over
+    s.substep = T.substep
     s.fifo = T.fifo
     s.vol_overhead = T.vol_overhead
     s.paper_progress = T.paper_progress
@@ -604,6 +615,8 @@ def _pack(T):
     s.cs_emask = T.cs_emask
     s.b_hist = T.b_hist
     s.dl_hist = T.dl_hist
+    s.rtt_on = T.rtt_on
+    s.nd_rtt = T.nd_rtt
     return s
 
 

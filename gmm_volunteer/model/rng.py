@@ -21,6 +21,7 @@ KEY_THINK = 2
 KEY_PATIENCE = 3
 KEY_REQUEST_TYPE = 4
 KEY_DATA = 5  # subtask data users hold at t = 0 (model/initial_data.py)
+KEY_RTT = 6  # a user's round-trip time to each dedicated server (model/network.py)
 
 STREAMS = ("init", "allocation", "consumption", "hazard", "scheduler", "executor")
 

@@ -34,7 +34,7 @@ STATE_FIELDS = (
     # requests (q, d^q)
     "rq_type rq_since rq_start rq_count rq_nthink rq_tok rq_ndone rq_acc rq_list rq_pos n_rq obs_list n_obs "
     # request log
-    "lg_user lg_type lg_start lg_end lg_out lg_acc n_lg "
+    "lg_user lg_type lg_start lg_end lg_time lg_out lg_acc n_lg "
     # completed subtasks per subtask j (variants served, D24)
     "sv_count "
     # allocations a_t and their ARMA histories
@@ -44,7 +44,7 @@ STATE_FIELDS = (
     # subtask-data downloads (pool)
     "dl_node dl_sub dl_age dl_cons dl_h dl_list dl_pos n_dl dl_free n_dlfree dl_run n_dlrun n_paused "
     # execution y per request slot
-    "ex_node ex_phase ex_batch "
+    "ex_node ex_phase ex_batch ex_tend "
     # batches (pool) and their member lists
     "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done b_tau b_share "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
@@ -102,7 +102,7 @@ def allocate(P: Params, steps: int) -> State:
     b_cap = max(256, V // 2)
     d_cap = max(256, V // 4)
     # The request log is the one structure that grows with the horizon (the run's output:
-    # 30 bytes per ended request). A large one is sized from the requests the run should
+    # 38 bytes per ended request). A large one is sized from the requests the run should
     # end, with room to spare, so that it seldom grows: growing copies it, and a copy of
     # a million users' log late in a run would double its memory for a moment. Capacity
     # costs address space only (`_i`: pages are mapped when first written). Small logs
@@ -148,6 +148,7 @@ def allocate(P: Params, steps: int) -> State:
         lg_type=_i(lg_cap, 0, np.int8),
         lg_start=_i(lg_cap),
         lg_end=_i(lg_cap),
+        lg_time=np.zeros(lg_cap),  # when it ended, s (real under execution.latency: substep, D34)
         lg_out=_i(lg_cap, 0, np.int8),
         lg_acc=np.zeros(lg_cap),
         n_lg=_i(1),
@@ -187,6 +188,9 @@ def allocate(P: Params, steps: int) -> State:
         ex_node=np.full((V, S), -1, np.int32),
         ex_phase=np.zeros((V, S), np.int8),
         ex_batch=np.full((V, S), -1, np.int32),
+        # when the slot's last phase ended, s: kept under execution.latency: substep only
+        # (D34; 8 bytes a slot, 80 MB at 10^6 users of 10 slots)
+        ex_tend=np.zeros((V, S) if getattr(P, "substep", 0) else (1, 1)),
         b_node=_i(b_cap, -1, np.int32),
         b_sub=_i(b_cap, -1, np.int32),
         b_phase=_i(b_cap, 0, np.int8),
@@ -251,7 +255,7 @@ _POOL_GROUPS = {
     "download": ("n_dl", "dl_free", "n_dlfree",
                  ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
-_LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_out", "lg_acc")
+_LOG_FIELDS = ("lg_user", "lg_type", "lg_start", "lg_end", "lg_time", "lg_out", "lg_acc")
 
 
 def _grow_array(a: np.ndarray, new_len: int, fill, used: int | None = None) -> np.ndarray:
@@ -377,6 +381,7 @@ def _pack(T):
     s.lg_type = T.lg_type
     s.lg_start = T.lg_start
     s.lg_end = T.lg_end
+    s.lg_time = T.lg_time
     s.lg_out = T.lg_out
     s.lg_acc = T.lg_acc
     s.n_lg = T.n_lg
@@ -413,6 +418,7 @@ def _pack(T):
     s.ex_node = T.ex_node
     s.ex_phase = T.ex_phase
     s.ex_batch = T.ex_batch
+    s.ex_tend = T.ex_tend
     s.b_node = T.b_node
     s.b_sub = T.b_sub
     s.b_phase = T.b_phase

@@ -162,7 +162,9 @@ class SchedulingEnv(gym.Env):
         A, t, params = self.sim.arrays, self.sim.t, self.sim.params
         n = int(A.n_lg[0])
         lat = (A.lg_end[self._logged:n] - A.lg_start[self._logged:n]).astype(np.int64)
-        done = lat[A.lg_out[self._logged:n] == OUT_COMPLETED].astype(np.float64)
+        # the completed ones' latencies from their end times (under latency: substep inside
+        # the step, D34); eq. 2's L(t) counts whole steps
+        done = (A.lg_time[self._logged:n] - A.lg_start[self._logged:n])[A.lg_out[self._logged:n] == OUT_COMPLETED]
         self._ended_latency += int(lat.sum())
         self._logged = n
         self._latency = self._ended_latency + active_latency(A, t)

@@ -59,7 +59,8 @@ def run_metrics(cfg: RunConfig, warmup: int, bundle=None) -> dict[str, float]:
     n = int(A.n_lg[0])
     after = latency_total(A, sim.t)
     ended = slice(logged, n)
-    lat = (A.lg_end[ended] - A.lg_start[ended])[A.lg_out[ended] == OUT_COMPLETED].astype(np.float64)
+    # from the end time: the end step, or under latency: substep the time inside it (D34)
+    lat = (A.lg_time[ended] - A.lg_start[ended])[A.lg_out[ended] == OUT_COMPLETED]
     return {
         "eq2_cost": (after - before) / max(sim.t - warmup, 1),
         "mean_latency": float(lat.mean()) if lat.size else math.nan,

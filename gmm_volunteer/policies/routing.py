@@ -286,7 +286,8 @@ def count_queues(S, R):
 @kernel
 def observe(S, P, R, t):
     """Passive feedback (seed 000 section 5.2): every slot this router placed that is
-    done now gives its node a latency sample, t - placement step (s); a placement that
+    done now gives its node a latency sample, t - placement step (s; under latency:
+    substep, its result's time - placement step, D34); a placement that
     was reset or aborted counts as lost. Runs in the downloads hook, before finished
     requests release their slots."""
     for k in range(S.n_rq[0]):
@@ -305,7 +306,9 @@ def observe(S, P, R, t):
                 R.pl_tier[i, p] = -1
                 continue
             if S.ex_phase[i, p] == DONE:
-                lat = float(t - R.pl_t[i, p])
+                # from its placement to its result; under latency: substep the moment the
+                # result came in, inside its step (D34)
+                lat = S.ex_tend[i, p] - R.pl_t[i, p] if P.substep else float(t - R.pl_t[i, p])
                 feedback(R, v, lat, t)
                 if R.pl_sub[i, p] >= 0:
                     feedback_sub(R, v, R.pl_sub[i, p], lat, t)

@@ -111,8 +111,8 @@ def restore_simulation(cfg, bundle, tree):
             what = f"{got.dtype}, {got.ndim}-d" if isinstance(got, np.ndarray) else type(got).__name__
             raise ValueError(f"arrays.{field}: {what}, where the state holds {made.dtype}, {made.ndim}-d")
     sim = Simulation.__new__(Simulation)
+    sim.seed_seq = seed_sequence(tree["seed_seq"])  # the model's distances are drawn from it (D35)
     sim._build_model(cfg, bundle)
-    sim.seed_seq = seed_sequence(tree["seed_seq"])
     # Throwaway Generators: `reset` may draw from them; the saved ones replace them.
     sim._build_policies(*(np.random.Generator(np.random.PCG64(0)) for _ in POLICIES))
     for kind in POLICIES:

@@ -106,8 +106,8 @@ class Simulation:
     """
 
     def __init__(self, cfg, bundle=None):
+        self.seed_seq = rng_mod.seed_sequence(cfg.seed)  # before the model: it draws distances (D35)
         self._build_model(cfg, bundle if bundle is not None else load_bundle(cfg.model))
-        self.seed_seq = rng_mod.seed_sequence(cfg.seed)
         gens = rng_mod.streams(self.seed_seq)
         self._build_policies(gens["executor"], gens["scheduler"], autoscaler_generator(self.seed_seq))
         self.arrays = allocate(self.params, self.steps)
@@ -129,7 +129,8 @@ class Simulation:
         attributes a checkpoint does not hold (run.checkpoint_state.DERIVED, with `S`)."""
         self.cfg = cfg
         self.bundle = bundle
-        self.params = build_params(cfg, bundle)
+        # the users' round-trip times are drawn from the run's seed (D35): `seed_seq` is set
+        self.params = build_params(cfg, bundle, key=rng_mod.hash_key(self.seed_seq))
         self.P = pack_params(self.params)
         self.steps = int(cfg.steps)
 
@@ -296,7 +297,8 @@ class Simulation:
             request_user=_frozen(S.lg_user[:n]),
             request_type=_frozen(S.lg_type[:n]),
             request_start=_frozen(S.lg_start[:n]),
-            request_end=_frozen(S.lg_end[:n]),
+            # when each ended: the last active step, or under latency: substep the time (D34)
+            request_end=_frozen(S.lg_time[:n] if self.params.substep else S.lg_end[:n]),
             request_outcome=_frozen(S.lg_out[:n]),
             online_users=_frozen(S.ser_online[:T]),
             active_requests=_frozen(S.ser_active[:T]),

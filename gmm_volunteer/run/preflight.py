@@ -102,7 +102,7 @@ def estimate_memory(cfg, bundle) -> int:
     an online user; the median when the mean is infinite), the latencies computed when
     the store is written, and the per-step series twice. (0.6.x, 10^6 users over 2,000
     steps: 1.20 GB measured at the peak of `gmmv run`; the log adds 30 bytes per
-    request, about 1,200 a step: README "Speed".)
+    request, 38 since 0.10.0's end time (D34), about 1,200 a step: README "Speed".)
     """
     restart = 1 if cfg.allocation.restart == "freeze" else 0
     small, big = 1_001, 2_001
@@ -117,7 +117,7 @@ def estimate_memory(cfg, bundle) -> int:
     think = cfg.requests.think_time.mean()
     cycle = max(1.0, think if math.isfinite(think) else cfg.requests.think_time.median())
     log_entries = 1.25 * nodes * steps * p_on / cycle
-    # The log (user 4, type 1, start 8, end 8, outcome 1, accuracy 8 bytes) is held once
+    # The log (user 4, type 1, start 8, end step 8, end time 8, outcome 1, accuracy 8 bytes) is held once
     # (the record holds views of it); the store adds the latency column (8) and a type's
     # mask (1) per request, and the chunk of records per type it is writing
     # (conventions.by_type: the chunk's floats and its requests' indices, 8 + 8 bytes).
@@ -125,7 +125,7 @@ def estimate_memory(cfg, bundle) -> int:
     # written (0.7.0; 1,069 MiB with 0.6.0's store format 3).
     from gmm_volunteer.io.conventions import ROW_CHUNK
 
-    log_bytes = (30 + 9) * log_entries + 16 * min(log_entries, ROW_CHUNK)
+    log_bytes = (38 + 9) * log_entries + 16 * min(log_entries, ROW_CHUNK)
     return int(state + log_bytes + 2 * per_step * steps)
 
 

@@ -27,6 +27,10 @@ def check_structure(sim: Simulation) -> None:
     pairs = set(zip(S.lg_user[:n_log].tolist(), S.lg_start[:n_log].tolist()))
     assert len(pairs) == n_log, "a request was logged twice"
     assert np.all(S.lg_end[:n_log] >= S.lg_start[:n_log] - 1)
+    # The end time (D34) lies within the request: not before its start, not after the
+    # step that ended it (a result is in by the end of its step).
+    assert np.all(S.lg_time[:n_log] <= S.lg_end[:n_log])
+    assert np.all(S.lg_time[:n_log] >= S.lg_start[:n_log] - 1)
     # No subtask in an active phase on an offline node; batches consistent with slots.
     sizes = {}
     for i in range(1, V):

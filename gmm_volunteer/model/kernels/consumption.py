@@ -37,6 +37,7 @@ from gmm_volunteer.model.params import (
     MEMORY,
     N_CRES,
     STORAGE,
+    UPLOAD,
 )
 
 STAGE_DATA = 0
@@ -127,7 +128,7 @@ def cpu_share_time(S, P, v, capacity, demand):
         b = S.b_nnext[b]
     if n == 1:
         u1 = _remaining(S, P, first) / S.b_cons[first, CPU]
-        if P.carry_over:  # when in the step it finishes, if it does (D26)
+        if P.carry_over or P.substep:  # when in the step it finishes, if it does (D26, D34)
             f1 = u1 / min(1.0, capacity / demand)
             if f1 < 1.0:
                 S.b_tau[first] = f1
@@ -138,7 +139,8 @@ def cpu_share_time(S, P, v, capacity, demand):
     # processor sharing) most are far from done and the sort stays short.
     u = np.empty(n)
     d = np.empty(n)
-    ids = np.empty(n if P.carry_over else 0, np.int64)  # finishing batches' ids, for b_tau
+    timed = P.carry_over or P.substep
+    ids = np.empty(n if timed else 0, np.int64)  # finishing batches' ids, for b_tau
     n = 0
     n_far = 0
     b = S.nd_bhead[v]
@@ -150,7 +152,7 @@ def cpu_share_time(S, P, v, capacity, demand):
             else:
                 u[n] = ub
                 d[n] = S.b_cons[b, CPU]
-                if P.carry_over:
+                if timed:
                     ids[n] = b
                 n += 1
         b = S.b_nnext[b]
@@ -166,7 +168,7 @@ def cpu_share_time(S, P, v, capacity, demand):
         if elapsed + dt >= 1.0:
             return vt + (1.0 - elapsed) * phi
         elapsed += dt
-        if P.carry_over:  # consumer i finishes at real time `elapsed` (D26)
+        if timed:  # consumer i finishes at real time `elapsed` (D26, D34)
             S.b_tau[ids[i]] = elapsed
         vt = u[i]
         rest -= d[i]
@@ -224,6 +226,7 @@ def step_consumption(S, P, t):
     cs_zm, cs_zsd, cs_lam, idw_power, sub_type = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power, P.sub_type
     b_h, b_cons, nd_cons, alloc, dl_h, dl_age = S.b_h, S.b_cons, S.nd_cons, S.alloc, S.dl_h, S.dl_age
     nd_tstamp, nd_touched, n_touched = S.nd_tstamp, S.nd_touched, S.n_touched
+    rtt_on, nd_rtt, b_age = P.rtt_on, P.nd_rtt, S.b_age
     n_b = S.n_b[0]
     at = 0
     for src in range(2):  # 0: the active batches, 1: the running downloads
@@ -313,6 +316,14 @@ def step_consumption(S, P, t):
                     hist[a, eo + (pos & em)] = eps
                 val = arma_value(z, cs_zm[stage, r], cs_zsd[stage, r], cs_lam[stage, r], mean, sd)
                 out[a, r] = val if val > 0.0 else 0.0
+            if rtt_on and v > 0 and stage != EXECUTION:
+                # A user's transfer moves no data for the first rtt seconds of its phase (or
+                # of its download), the round trip to the server (D35): of this step, the
+                # part after it. Before the node's shares, so the link goes to those moving.
+                wait = nd_rtt[v] - (b_age[a] if src == 0 else dl_age[a])
+                if wait > 0.0:
+                    r = BAND_OUT if src == 0 and stage == UPLOAD else BAND_IN
+                    out[a, r] *= 0.0 if wait >= 1.0 else 1.0 - wait
             for r in range(N_CRES):
                 nd_cons[v, r] += out[a, r]
     S.n_dlrun[0] = n_run
@@ -353,6 +364,7 @@ def step_consumption(S, P, t):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean, wk_vol = S.b_done, S.b_eps, S.nd_work, P.wk_mean, P.wk_vol
     b_tau, carry, b_share = S.b_tau, P.carry_over, S.b_share
+    timed = carry or P.substep  # when in the step a phase ends is wanted (D26, D34)
     sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
         b = b_list[k]
@@ -390,7 +402,8 @@ def step_consumption(S, P, t):
             done = demand > 0.0 and need / demand <= fc
         else:
             done = need <= b_cons[b, r]
-        if carry:  # when in the step the phase ends, for the next phase to use the rest (D26)
+        if timed:  # when in the step the phase ends: for the next phase to use the rest
+            # (carry_over, D26) and for the subtask's and the request's end times (D34)
             if not done:
                 tau = -1.0
             elif ph != EXECUTION:
@@ -400,7 +413,7 @@ def step_consumption(S, P, t):
             else:
                 tau = min(1.0, need / demand / fc)
             b_tau[b] = tau
-            if done:  # the phase lasted tau: so did its use of the other resources
+            if carry and done:  # the phase lasted tau: so did its use of the other resources
                 for r2 in (BAND_IN, BAND_OUT, CPU):
                     if r2 != r:
                         b_cons[b, r2] *= tau
@@ -518,6 +531,8 @@ def carry_phases(S, P, b, t):
         used = need if finished else rate * rest
         rest = rest - need / rate if finished else 0.0
         S.b_done[b] = 1.0 if finished else used / need
+        if finished:  # when it ended, for the next phase or the subtask's end time (D34)
+            S.b_tau[b] = 1.0 - rest
         # the step's records (as step_consumption keeps them)
         S.nd_cons[v, r] += used
         if v > 0:

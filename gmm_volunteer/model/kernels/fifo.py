@@ -23,8 +23,8 @@ def fifo_share_time(S, P, v, capacity, demand):
     """Node v's CPU in this step under `discipline: fifo`. Sets `S.b_share[b]` for each
     batch executing on v: the fraction of its demand it used (0 while it waits; its
     remaining work / its demand, exactly, when it finishes in the step, so that the
-    caller's test `need / demand <= share` holds), and with carry_over `S.b_tau[b]`, when
-    in the step a finishing batch ended (D26). Returns the virtual time of the node's
+    caller's test `need / demand <= share` holds), and with carry_over or latency:
+    substep `S.b_tau[b]`, when in the step a finishing batch ended (D26, D34). Returns the virtual time of the node's
     other CPU consumers: the integral over the step of phi = min(1, capacity / demand of
     the consumers running), each of them using that times its demand.
 
@@ -96,7 +96,7 @@ def fifo_share_time(S, P, v, capacity, demand):
         b = ids[i]
         b_share[b] = work[i] / b_cons[b, CPU]  # finished: its remaining work, exactly
         got[i] = -1.0  # settled
-        if P.carry_over:
+        if P.carry_over or P.substep:
             b_tau[b] = elapsed
         if nxt < n:  # the next in the queue takes its place for the rest of the step
             run[first] = order[nxt]

@@ -316,10 +316,15 @@ def batch_advance(S, P, b, t):
     """Batch b completed its phase in step t: next phase, or done (paper 2.2, y_t)."""
     v, j, ph, n = S.b_node[b], S.b_sub[b], S.b_phase[b], S.b_size[b]
     if ph == UPLOAD or (ph == EXECUTION and v == 0):
+        # under latency: substep, when its members' results are in (D34): the moment
+        # inside step t, which covers the second before t, at which the work ran out
+        end = t - 1.0 + S.b_tau[b] if S.b_tau[b] >= 0.0 else float(t)
         s = S.b_head[b]
         while s >= 0:
             i, p = s // P.max_slots, s % P.max_slots
             S.ex_phase[i, p] = DONE
+            if P.substep:  # (ex_tend has one element otherwise)
+                S.ex_tend[i, p] = end
             S.ex_batch[i, p] = -1
             S.rq_ndone[i] += 1
             S.rq_acc[i] += P.sub_acc[j]

@@ -18,6 +18,7 @@ from gmm_volunteer.model.kernels.demand import warp
 from gmm_volunteer.model.kernels.heap import heap_pop, heap_push
 from gmm_volunteer.model.kernels.ops import (
     OUT_ABANDONED,
+    OUT_COMPLETED,
     OUT_DROPPED,
     EV_CANCEL,
     holder_add,
@@ -66,13 +67,21 @@ def start_think(S, P, i, t):
 def end_request(S, P, i, last_step, outcome):
     """Log user i's request as ended; unfinished placements become obsolete.
 
-    `last_step` is the last step the request was active, so latency = last - start.
+    `last_step` is the last step the request was active, so latency = last - start;
+    `lg_time` is when it ended, in seconds: `last_step`, or under latency: substep, for a
+    completed request, when its last result came in (its slots' `ex_tend`, D34).
     """
     k = S.n_lg[0]
     S.lg_user[k] = i
     S.lg_type[k] = S.rq_type[i]
     S.lg_start[k] = S.rq_start[i]
     S.lg_end[k] = last_step
+    end = float(last_step)
+    if P.substep and outcome == OUT_COMPLETED:
+        end = S.ex_tend[i, 0]
+        for p in range(1, P.task_nsub[S.rq_type[i]]):
+            end = max(end, S.ex_tend[i, p])
+    S.lg_time[k] = end
     S.lg_out[k] = outcome
     # mean accuracy of the variants that served the request's slots (D24): complete
     # only for a completed request

@@ -41,10 +41,13 @@ class AutoscalerOptions(BaseModel):
 
     Capacity comes in units: one unit is ``unit`` x ``base_profile`` (a replica of that
     profile), so the server has units x unit x base_profile, between ``min_units`` and
-    ``max_units``. ``initial_units`` defaults to the units nearest ``server.capacity``.
+    ``max_units``. ``initial_units`` defaults to the units nearest the scaled server's
+    ``capacity``. ``server`` names the server it scales (the first by default).
     """
 
     model_config = OPTIONS_CONFIG
+    # The dedicated server it scales, by name (docs/model.md D35); None, the first.
+    server: str | None = None
     period: int = Field(15, ge=1)  # s between decisions (a horizontal pod autoscaler's sync period)
     unit: float = Field(1.0, gt=0, le=1e6)  # capacity multiplier of one unit (x base_profile)
     min_units: int = Field(1, ge=0, le=1_000_000)

@@ -57,7 +57,9 @@ class ControlPlane:
         self.o = o
         init = o.initial_units
         if init is None:
-            init = int(np.clip(round(float(cfg.server.capacity) / o.unit), o.min_units, o.max_units))
+            # the server it scales (D35); a bare namespace with one `server` has only that
+            scaled = cfg.server_named(o.server) if hasattr(cfg, "server_named") else cfg.server
+            init = int(np.clip(round(float(scaled.capacity) / o.unit), o.min_units, o.max_units))
         self.units = self.target = int(init)
         self._changes.append((0, self.units))
         self.pending: list[list[int]] = []  # [step ordered, step effective, from, to]

@@ -73,7 +73,10 @@ class Monitor:
         if n > self._seen:
             sl = slice(self._seen, n)
             end = arrays.lg_end[sl].copy()
-            self._recent.append((end, end - arrays.lg_start[sl], arrays.lg_out[sl].copy()))
+            # latency from the end time: the end step, or under latency: substep the time
+            # inside it (docs/model.md D34)
+            lat = arrays.lg_time[sl] - arrays.lg_start[sl]
+            self._recent.append((end, lat, arrays.lg_out[sl].copy()))
             self._seen = n
         lo = t - self.window
         while self._recent and self._recent[0][0].max() < lo:

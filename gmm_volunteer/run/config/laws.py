@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from gmm_volunteer.model import laws
+from gmm_volunteer.model import laws, network
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=())
 
@@ -97,3 +97,51 @@ class Never(_DistBase):
 
 Dist = Annotated[Union[Weibull, LogNormal, Pareto, Exponential, Never], Field(discriminator="dist")]
 DIST_NAMES = laws.NAMES
+
+
+# Round-trip times between a dedicated server and a user (docs/model.md D35), seconds.
+MAX_RTT = network.MAX_RTT
+
+
+class _RoundTripBase(BaseModel):
+    model_config = _STRICT
+
+
+class FixedRoundTrip(_RoundTripBase):
+    """Every user at the same round-trip time."""
+
+    dist: Literal["fixed"]
+    seconds: float = Field(ge=0, le=MAX_RTT)
+
+    def law(self) -> np.ndarray:
+        return network.rtt_law("fixed", self.seconds)
+
+
+class UniformRoundTrip(_RoundTripBase):
+    """A user's round-trip time uniform in [low, high]."""
+
+    dist: Literal["uniform"]
+    low: float = Field(ge=0, le=MAX_RTT)
+    high: float = Field(ge=0, le=MAX_RTT)
+
+    @field_validator("high")
+    @classmethod
+    def _high_above_low(cls, v: float, info: ValidationInfo) -> float:
+        lo = info.data.get("low")
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= low ({lo}), got {v}")
+        return v
+
+    def law(self) -> np.ndarray:
+        return network.rtt_law("uniform", self.low, self.high)
+
+
+def _rtt_shorthand(v):
+    """A bare number of seconds stands for ``{dist: fixed, seconds: <number>}``."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return {"dist": "fixed", "seconds": float(v)}
+    return v
+
+
+RoundTrip = Annotated[Union[FixedRoundTrip, UniformRoundTrip, LogNormal, Exponential],
+                      Field(discriminator="dist"), BeforeValidator(_rtt_shorthand)]

@@ -5,6 +5,7 @@ file; every key path is checked against the schema first."""
 from __future__ import annotations
 
 import copy
+import types
 from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -49,20 +50,43 @@ def apply_overrides(
         defaults, types = _key_path_defaults(parts, source)
         node = out
         for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):  # an entry of a list, by its number (servers.1.capacity)
+                node = node[_entry_index(node, parts, i, source)]
+                continue
             child = node.get(part)
+            if child is None and _list_item(types[i]) is not None:
+                raise ConfigError(f"{source}: {'.'.join(parts[: i + 1])}: cannot set {key}: the config "
+                                  f"has no {part} list (write the list in the file)")
             if child is None:
                 child = node[part] = copy.deepcopy(defaults[i])
             elif isinstance(child, str) and _shorthand_of(types[i]) is not None:
                 # e.g. users.allocation: fitted, then --set users.allocation.mean.cpu=0.5
                 child = node[part] = _shorthand_of(types[i])(child)
-            elif not isinstance(child, dict):
+            elif not isinstance(child, (dict, list)) or isinstance(child, list) != (_list_item(types[i]) is not None):
                 raise ConfigError(
                     f"{source}: {'.'.join(parts[: i + 1])}: cannot set {key}: "
                     f"{'.'.join(parts[: i + 1])} is {kind_of(child)}, not a mapping"
                 )
             node = child
-        node[parts[-1]] = copy.deepcopy(value)
+        last = _entry_index(node, parts, len(parts) - 1, source) if isinstance(node, list) else parts[-1]
+        node[last] = copy.deepcopy(value)
     return out
+
+
+def _entry_index(entries: list, parts: list[str], i: int, source: str) -> int:
+    """The entry ``parts[i]`` names in the list `entries` (checked against the schema
+    already: a number); `ConfigError` when the list has no such entry."""
+    index = int(parts[i])
+    if index >= len(entries):
+        raise ConfigError(f"{source}: {'.'.join(parts[: i + 1])}: cannot set {'.'.join(parts)}: "
+                          f"{'.'.join(parts[:i])} has {len(entries)} entries (0 to {len(entries) - 1})")
+    return index
+
+
+def _list_item(tp: Any) -> Any:
+    """``X`` for a list section ``list[X]`` (or ``list[X] | None``), else None."""
+    tp = _optional_of(tp)
+    return get_args(tp)[0] if get_origin(tp) is list and get_args(tp) else None
 
 
 def _key_path_defaults(parts: list[str], source: str) -> tuple[list[dict], list[Any]]:
@@ -73,6 +97,15 @@ def _key_path_defaults(parts: list[str], source: str) -> tuple[list[dict], list[
     types: list[Any] = []
     for i, part in enumerate(parts):
         here = ".".join(parts[: i + 1])
+        item = _list_item(tp)
+        if item is not None and i > 0 and _fields_of(item) is not None:  # a list of sections
+            if not part.isdigit():
+                raise ConfigError(f"{source}: {here}: an entry of {'.'.join(parts[:i])} is named by its "
+                                  f"number (0, 1, ...), got {part!r}")
+            defaults.append({})
+            tp = item
+            types.append(tp)
+            continue
         fields = _fields_of(tp)
         if fields is None:
             if _is_free_mapping(tp):  # e.g. scheduler_options.x.y
@@ -111,13 +144,24 @@ def _section_default(tp: Any, key: str) -> dict:
     return {}
 
 
+def _optional_of(tp: Any) -> Any:
+    """``X`` for ``X | None`` (a section that may be left out, e.g. `server` beside
+    `servers`), else `tp` itself."""
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return args[0]
+    return tp
+
+
 def _fields_of(tp: Any) -> dict[str, Any] | None:
     """Sub-keys of a section type (the union of all variants for a `Dist`)."""
+    tp = _optional_of(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return {(f.alias or name): f.annotation for name, f in tp.model_fields.items()}
     if get_origin(tp) is Annotated:
         return _fields_of(get_args(tp)[0])
-    if get_origin(tp) is Union:
+    if get_origin(tp) in (Union, types.UnionType):
         merged: dict[str, Any] = {}
         for arg in get_args(tp):
             sub = _fields_of(arg)
@@ -137,6 +181,7 @@ def schema_keys() -> list[str]:
     out: list[str] = []
 
     def walk(tp: Any, prefix: str) -> None:
+        tp = _optional_of(tp)
         section = isinstance(tp, type) and issubclass(tp, BaseModel) and _shorthand_of(tp) is None
         fields = _fields_of(tp) if section else None
         if fields is None:

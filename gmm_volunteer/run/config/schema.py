@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator,
+)
 
 from gmm_volunteer.model.demand import Demand
 from gmm_volunteer.model.events import ScriptedEvent
@@ -18,6 +20,8 @@ from gmm_volunteer.run.config.sections import (
 )
 
 DEFAULT_MODEL = "models/default"
+MAX_SERVERS = 64  # dedicated servers of one run (docs/model.md D35)
+_FROM_SERVERS = object()  # `server` left out because `servers` lists them
 
 
 class RunConfig(_Section):
@@ -26,7 +30,11 @@ class RunConfig(_Section):
     seed: int | None = Field(None, ge=0, lt=2**128)
     steps: int = Field(ge=1, le=MAX_STEPS)
     users: Users
-    server: Server
+    # One dedicated server (paper 2.1), or a list of them (docs/model.md D35). A config
+    # gives one of the two; after validation `servers` always lists every server and
+    # `server` is the first of them (the one the single-server parts of the model read).
+    server: Server | None
+    servers: list[Server] | None = None
     base_profile: BaseProfile = Field(default_factory=BaseProfile)
     scheduler: str = Field("uniform", validate_default=True)
     scheduler_options: dict[str, Any] = Field(default_factory=dict)
@@ -43,14 +51,48 @@ class RunConfig(_Section):
     events: list[ScriptedEvent] = Field(default_factory=list)  # scripted perturbations (D25)
     output: Output = Field(default_factory=Output)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _server_from_servers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "servers" in data and "server" not in data:
+            data = {**data, "server": _FROM_SERVERS}
+        return data
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server_given(cls, v: Any) -> Any:
+        if v is _FROM_SERVERS:
+            return None
+        if v is None:  # null would read as "no server"; a run has at least one
+            raise ValueError("must be a mapping of server keys (got null)")
+        return v
+
+    @field_validator("servers")
+    @classmethod
+    def _server_list(cls, v: list[Server] | None, info: ValidationInfo) -> list[Server] | None:
+        if v is None:
+            raise ValueError("must be a list of servers (got null; leave the key out for the one `server:`)")
+        if info.data.get("server") is not None:
+            raise ValueError("give either `server:` (one dedicated server) or `servers:` (a list), not both")
+        if not 1 <= len(v) <= MAX_SERVERS:
+            raise ValueError(f"must list 1 to {MAX_SERVERS} servers (got {len(v)})")
+        seen: dict[str, int] = {}
+        for i, s in enumerate(v):
+            if s.name in seen:
+                raise ValueError(f"entry {i}: name {s.name!r} is also the name of entry {seen[s.name]}; "
+                                 "every server needs its own name")
+            seen[s.name] = i
+        return v
+
     @field_validator("scheduler", "executor", "autoscaler")
     @classmethod
     def _known_policy(cls, v: str, info: ValidationInfo) -> str:
         from gmm_volunteer.policies.registry import policy_class, resolve
 
         resolve(info.field_name, v)  # raises UnknownPolicyError, a ValueError
-        server = info.data.get("server")
-        if info.field_name == "autoscaler" and server is not None and server.per_resource():
+        servers = info.data.get("servers") or [info.data.get("server")]
+        per_resource = [s.name for s in servers if s is not None and s.per_resource()]
+        if info.field_name == "autoscaler" and per_resource:
             policy = policy_class("autoscaler", v)
             if policy is not None and getattr(policy, "scales", False):
                 # A scaling autoscaler adds replicas of base_profile (D17); a server
@@ -59,6 +101,36 @@ class RunConfig(_Section):
                     f"{v!r} scales the server in units of base_profile; it cannot be combined "
                     "with server.resource_capacity or server.max_allocation (use autoscaler: fixed)")
         return v
+
+    @model_validator(mode="after")
+    def _one_list_of_servers(self):
+        if self.servers is None:
+            self.servers = [self.server]
+        if self.server is None:
+            self.server = self.servers[0]
+        return self
+
+    @model_serializer(mode="wrap")
+    def _servers_once(self, handler):
+        # One server dumps as `server:`, however it was written, so that a config with
+        # one entry in `servers:` and the same config with `server:` resolve (and store)
+        # alike; several dump as `servers:` (docs/model.md D35).
+        d = handler(self)
+        if len(self.servers) == 1:
+            d.pop("servers", None)
+        else:
+            d.pop("server", None)
+        return d
+
+    def server_names(self) -> list[str]:
+        """The servers' names, in the order of their nodes (docs/model.md D35)."""
+        return [s.name for s in self.servers]
+
+    def server_named(self, name: str | None) -> Server:
+        """The server called `name`; the first one for None (docs/model.md D35)."""
+        if name is None:
+            return self.servers[0]
+        return self.servers[self.server_names().index(name)]
 
     @field_validator("scheduler_options", "executor_options", "autoscaler_options")
     @classmethod
@@ -82,6 +154,11 @@ class RunConfig(_Section):
             problems = option_bound_problems(validated.model_dump(mode="python"))
             if problems:
                 raise ValueError("; ".join(problems))
+            scaled = getattr(validated, "server", None)
+            names = [s.name for s in (info.data.get("servers") or [info.data.get("server")]) if s is not None]
+            if kind == "autoscaler" and scaled is not None and names and scaled not in names:
+                raise ValueError(f"server: {scaled!r} is not a server of this config (servers: "
+                                 f"{', '.join(names)})")
         return v
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from gmm_volunteer.model.constants import RESOURCES
 from gmm_volunteer.model.suggest import did_you_mean
 from gmm_volunteer.run.config.laws import (
     _STRICT, MAX_ALLOCATION_SD, MAX_BURN_IN, MAX_CAPACITY, MAX_CONCURRENCY, MAX_PROFILE,
-    MAX_REQUEST_TYPES, MAX_USERS, Dist, LogNormal, Never, Pareto, Weibull,
+    MAX_REQUEST_TYPES, MAX_USERS, Dist, LogNormal, Never, Pareto, RoundTrip, Weibull,
 )
 from gmm_volunteer.run.config.messages import number, value_words
 
@@ -183,12 +183,21 @@ class CostWeights(_Fractions):
     storage: float | None = Field(None, ge=0, le=MAX_PROFILE)
 
 
-class Server(_Section):
-    """The dedicated server v0. Its maximum allocation per resource r is, in order of
-    precedence, ``max_allocation.r``, ``resource_capacity.r`` x ``base_profile.r``, or
-    ``capacity`` x ``base_profile.r`` (docs/model.md D20)."""
+SERVER_NAME = "server"  # the name of a server written without one (the single `server:`)
+SERVER_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,31}$"
 
+
+class Server(_Section):
+    """A dedicated server (paper 2.1: v0; several of them, docs/model.md D35). Its maximum
+    allocation per resource r is, in order of precedence, ``max_allocation.r``,
+    ``resource_capacity.r`` x ``base_profile.r``, or ``capacity`` x ``base_profile.r``
+    (docs/model.md D20). ``rtt`` is the network round-trip time between it and a user,
+    a law drawn once per user (D35); left out, the users are at no distance from it (the
+    paper's model)."""
+
+    name: str = Field(SERVER_NAME, pattern=SERVER_NAME_PATTERN)
     capacity: float = Field(gt=0, le=MAX_CAPACITY)
+    rtt: RoundTrip | None = None
     allocation: ServerAllocationLaw = Field(default_factory=ServerAllocation)
     resource_capacity: ResourceCapacity = Field(default_factory=ResourceCapacity)
     max_allocation: MaxAllocation = Field(default_factory=MaxAllocation)
@@ -208,8 +217,15 @@ class Server(_Section):
     def _compact(self, handler):
         # Left out when not set, so that a config without them dumps (and is stored in
         # every result's attrs) exactly as before they existed.
+        # The same for a default name and no distance: a one-server config dumps as
+        # before several servers existed (docs/model.md D35).
         d = handler(self)
-        return {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+        d = {k: v for k, v in d.items() if k not in ("resource_capacity", "max_allocation", "cost_weights") or v}
+        if d.get("name") == SERVER_NAME:
+            del d["name"]
+        if d.get("rtt") is None:
+            d.pop("rtt", None)
+        return d
 
     def per_resource(self) -> bool:
         """Whether any resource departs from the scalar ``capacity``."""
@@ -331,6 +347,12 @@ class Execution(_Section):
     # phase begins at once and uses the rest of the step (sub-second phases, as a real
     # deployment runs them; docs/validation.md section 6).
     phase_changes: Literal["step", "carry_over"] = "step"
+    # When a request and each of its subtasks end (docs/model.md D34): "whole_step", at the
+    # end of the step in which their last phase finished (paper 2.1's 1 s steps: latencies
+    # are whole seconds, every result before 0.10.0); "substep", at the moment inside that
+    # step at which the phase's work ran out (progress: work knows it, D26), so latencies
+    # are real numbers. With phase_changes: carry_over the next phase also starts there.
+    latency: Literal["whole_step", "substep"] = "whole_step"
     # What ends a phase (docs/model.md D27): "work", the work the phase needs is done with
     # the resources granted (D10, since 0.3.0); "paper", a draw from the bundle's fitted
     # discrete-time hazard each step, every active batch charged its sampled consumption
@@ -368,6 +390,10 @@ class Execution(_Section):
             raise ValueError("phase_changes: carry_over needs progress: work (under progress: "
                              "paper a phase ends only at a step boundary, by its hazard draw; "
                              "docs/model.md D27)")
+        if self.progress == "paper" and self.latency != "whole_step":
+            raise ValueError(f"latency: {self.latency} needs progress: work (under progress: paper a "
+                             "phase ends by its hazard draw at a step boundary, so no time inside the "
+                             "step is known; docs/model.md D34)")
         if self.progress == "paper" and self.discipline != "shared":
             raise ValueError("discipline: fifo needs progress: work (under progress: paper a "
                              "phase ends by its hazard draw whatever CPU it is granted, so a "
