@@ -302,15 +302,8 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
     tier_estimates(S, P, R, i, j, t, est)
     for k in range(N_TIERS):
         est[k, 3] = math.nan  # the router's own prediction, if it makes one (below)
-    if mode == JSQ:  # the candidate with the fewest subtasks, over every eligible node
-        best, best_q = -1, 1 << 62
-        for idx in range(S.hd_n[j] + 1):
-            v = candidate(S, j, idx)
-            if R.nq[v] < best_q and fits(S, P, v, j, t):
-                best, best_q = v, R.nq[v]
-        return best
-    if mode == JSQ_S:
-        return jsq_s_choose(S, P, R, j, t, est, nodes)
+    if mode == JSQ or mode == JSQ_S:
+        return jsq_choose(S, P, R, j, t, est, nodes, mode == JSQ_S)
     if mode == LA_IMR:
         best, best_l = -1, math.inf
         for k in (LOCAL, EDGE, CLOUD):
@@ -340,28 +333,30 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
 
 
 @kernel
-def jsq_s_delay(S, P, R, v, j):
-    """JSQ-S's measure of v for subtask j (seed 002's JSQ scaled by the servers), in
-    seconds so that the transfers count: (subtasks on v + 1) / v's cores x j's mean work
-    on one core, plus the input download and result upload on a user node. The + 1 is
-    the new subtask: without it every idle node scores 0 whatever its size. The mean work
-    is j's on v (a volunteer's volunteer factor, D29)."""
+def jsq_delay(S, P, R, v, j, scaled):
+    """JSQ's measure of v for subtask j, in seconds so that the transfers count (seed 002
+    names JSQ and JSQ-S, the queue scaled by the servers, without their delay terms):
+    (subtasks on v + 1) x j's mean work on one core of v (a volunteer's volunteer
+    factor, D29; at least one step), divided by v's cores when `scaled` (JSQ-S), plus the
+    input download and result upload on a user node. The + 1 is the new subtask: without
+    it every idle node scores 0 whatever its size."""
     cores = S.alloc[v, CPU] / 100.0
     if cores <= 0.0:
         return math.inf
-    return (R.nq[v] + 1.0) / cores * max(1.0, work_mean(P, v, j, 1)) + (0.0 if v == 0 else TRANSFER_S)
+    q = (R.nq[v] + 1.0) / cores if scaled else R.nq[v] + 1.0
+    return q * max(1.0, work_mean(P, v, j, 1)) + (0.0 if v == 0 else TRANSFER_S)
 
 
 @kernel
-def jsq_s_choose(S, P, R, j, t, est, nodes):
-    """The eligible node (any tier) with the least `jsq_s_delay`, ties drawn uniformly
+def jsq_choose(S, P, R, j, t, est, nodes, scaled):
+    """The eligible node (any tier) with the least `jsq_delay`, ties drawn uniformly
     (reservoir sampling); est[k, 3] of the chosen node's tier is its measure."""
     best, best_d, n_tied = -1, math.inf, 0
     for idx in range(S.hd_n[j] + 1):
         v = candidate(S, j, idx)
         if not fits(S, P, v, j, t):
             continue
-        d = jsq_s_delay(S, P, R, v, j)
+        d = jsq_delay(S, P, R, v, j, scaled)
         if d < best_d:
             best, best_d, n_tied = v, d, 1
         elif d == best_d and d < math.inf:
