@@ -271,6 +271,13 @@ def paired_table(ds, router: str = "asrb", baselines=("qedgeproxy", "proximity")
     return df.set_index([k for k, _ in rests[0]] + ["a - b"])
 
 
+def queue_aware_paired_table(ds, n_resamples: int = 20_000):
+    """Seed 002's comparison paired (issue 51): `queue_aware` minus each of its baselines
+    and its two single-source estimators, as `paired_table` computes it per grid point."""
+    return paired_table(ds, "queue_aware", ("model_only", "queue_only", "jsq", "jsq_s", "oracle", "edge_first"),
+                        n_resamples)
+
+
 def phase_table(ds):
     """Per grid point and scripted phase (seed 000's T1-T6: the spans between the events'
     starts and ends): the P99 latency of the completed requests that started in the phase
