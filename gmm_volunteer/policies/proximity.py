@@ -1,8 +1,11 @@
 """Proximity-aware routing (proxy-mity), a baseline of seed 000_957acf713eeb90e3
-(sections 2, 6.1; docs/routing.md, "proximity"): the eligible node (D12) minimizing
+(sections 2, 6.1; docs/routing.md, "proximity"). By default (`cpu_load: false`, as seed
+000 6.2 describes it: no node-state tracking) the eligible node (D12) of lowest monitored
+latency with probability alpha, else one drawn uniformly among the feasible ones, and no
+metric polling. With `cpu_load: true` (the router before issue 22) the node minimizing
 alpha L / L_cap + (1 - alpha) u, with L its monitored latency and u its CPU use at the
-last poll; alpha = 1 is pure proximity, 0.8 trades latency for balance (seed 000 6.1).
-Nodes are polled at the fixed base period in one listing call, like qedgeproxy."""
+last poll, every node polled at the fixed base period in one listing call, like
+qedgeproxy. alpha = 1 is pure proximity, 0.8 trades latency for balance (seed 000 6.1)."""
 
 from __future__ import annotations
 
