@@ -4,13 +4,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+INSTALLED := $(VENV)/.installed-packages
 
 .PHONY: demo test test-fast test-slow compile wheel bench experiments autoscale-experiment clean clean-cache
 
-$(STAMP): pyproject.toml
+$(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(INSTALLED)
+
+$(STAMP): $(INSTALLED)
 	# Compile the demo's kernels now, into numba's cache, so that the first run loads them.
 	$(BIN)/gmmv compile configs/quickstart.yaml
 	touch $(STAMP)
@@ -25,7 +29,9 @@ compile: $(STAMP)
 
 # The wheel in dist/, carrying numba's kernel cache of the quickstart compiled on this
 # machine (setup.py), so that its first run after `pip install` here loads the kernels.
-wheel: $(STAMP)
+# The build compiles them in the built package, so the wheel needs the installed packages
+# only: on $(STAMP) it compiled them twice, the second time in the build.
+wheel: $(INSTALLED)
 	rm -rf dist
 	GMMV_KERNEL_CACHE_PYTHON=$(abspath $(BIN)/python) $(BIN)/python -m build --outdir dist
 

@@ -45,7 +45,7 @@ _COMPILE = (
     "if not where.is_relative_to(Path(sys.argv[1]).resolve()):\n"
     "    sys.exit(f'setup.py: compiling the kernel cache imported {where}, not the build')\n"
     "from gmm_volunteer.cli.commands import main\n"
-    "sys.exit(main(['compile', sys.argv[2], '-q']))\n"
+    "sys.exit(main(['compile', sys.argv[2]]))\n"
 )
 
 
@@ -112,12 +112,16 @@ def _ship_kernel_cache(lib: Path, quickstart: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_CACHE_DIR", "GMMV_RUNNER_DIR", "PYTHONPATH", "NUMBA_DISABLE_JIT")}
     env.update(PYTHONPATH=str(lib), PYTHONDONTWRITEBYTECODE="1")
+    print("setup.py: compiling the quickstart's kernels into the built package (a minute or more; "
+          "`make wheel` does it once: its install step compiles nothing)", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as scratch:
+        # its progress lines (stderr) go to the build's output: minutes without a line
+        # read as a hung build
         proc = subprocess.run([python, "-c", _COMPILE, str(lib), str(quickstart)], cwd=scratch, env=env,
-                              capture_output=True, text=True)
+                              stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"setup.py: compiling the kernel cache failed (exit {proc.returncode}):\n"
-                         f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        raise SystemExit(f"setup.py: compiling the kernel cache failed (exit {proc.returncode}; "
+                         f"its messages above):\n{proc.stdout[-3000:]}")
     for path in sorted(package.rglob("*")):
         # only numba's files and the quickstart's generated runner (so that a run sees its
         # kernels cached before it generates the runner) may sit in a __pycache__ of the wheel

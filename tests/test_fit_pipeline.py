@@ -34,7 +34,7 @@ def fitted(tmp_path_factory):
         warnings.simplefilter("always")
         out = fit_bundle(root / "traces", root / "bundle", candidates=GRID, degrees=DEGREES, report=True,
                          created=CREATED, log=stages.append,
-                         progress=lambda done, total: PROGRESS.append((stages[-1], done, total)))
+                         progress=lambda done, total, share: PROGRESS.append((stages[-1], done, total)))
     WARNINGS.extend(caught)
     data = yaml.safe_load((out / "bundle.yaml").read_text())
     return root, out, data

@@ -7,14 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gmm_volunteer.fitting.arma import MIN_PAIRS, QUICK_GRID, candidate_progress, fit_series_block
+from gmm_volunteer.fitting.arma import (MIN_PAIRS, QUICK_GRID, candidate_progress, candidate_work, fit_series_block,
+                                       grid_work)
 
 
-def _ticks(segments) -> int:
+def _ticks(segments) -> tuple[int, int, int]:
+    """Candidates decided, and the work (`arma.candidate_work`) reported fitted and skipped."""
     seen = []
     with candidate_progress(seen.append):
         fit_series_block(segments, QUICK_GRID)
-    return sum(seen)
+    return sum(d.n for d in seen), sum(d.fitted for d in seen), sum(d.skipped for d in seen)
 
 
 @pytest.mark.parametrize("what, segments", [
@@ -27,4 +29,14 @@ def _ticks(segments) -> int:
     ("constant", [np.full(MIN_PAIRS + 40, 5.0)]),
 ])
 def test_every_candidate_is_counted_once(what, segments):
-    assert _ticks(segments) == len(set(QUICK_GRID)), what
+    """... and its work (the time-left estimate's weight) once, as fitted or as skipped:
+    a candidate ruled out leaves the stage's expected work."""
+    n, fitted, skipped = _ticks(segments)
+    assert n == len(set(QUICK_GRID)), what
+    assert fitted + skipped == grid_work(QUICK_GRID), what
+    assert (fitted == 0) == (what in ("all ruled out", "constant")) and (skipped == 0) == (what == "all fitted"), what
+
+
+def test_candidate_work_follows_the_filter_s_cost():
+    assert candidate_work(5, 2) == 40 and candidate_work(2, 1) == 8 and candidate_work(1, 0) == 2
+

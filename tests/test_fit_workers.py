@@ -1,6 +1,7 @@
-"""`gmmv fit --workers 2` (gmm_volunteer/fitting/fit.py): the allocation and consumption
-series fitted side by side in two processes give the same bundle, byte for byte, as one
-process, and the progress of the joint stage counts up to its total."""
+"""`gmmv fit --workers 2` (gmm_volunteer/fitting/fit.py): each series' ARMA candidates
+fitted side by side in two processes give the same bundle, byte for byte, as one
+process, each stage's progress counts up to its total, and the workers run with one BLAS
+thread."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def traces(tmp_path_factory):
 def _fit(traces, name, workers):
     stages, progress = [], []
     out = fit_bundle(traces / "traces", traces / name, candidates=GRID, degrees=(1,), report=False,
-                     created=CREATED, log=stages.append, progress=lambda d, t: progress.append((d, t)),
-                     workers=workers)
+                     created=CREATED, log=stages.append,
+                     progress=lambda d, t, share: progress.append((stages[-1], d, t, share)), workers=workers)
     return (out / "bundle.yaml").read_bytes(), stages, progress
 
 
@@ -34,9 +35,24 @@ def test_two_workers_give_the_same_bundle_and_count_to_the_end(traces):
     one, stages1, _ = _fit(traces, "one", 1)
     two, stages2, progress = _fit(traces, "two", 2)
     assert two == one
-    assert any(s.startswith("fitting allocation and consumption series in 2 processes") for s in stages2)
-    assert not any("in 2 processes" in s for s in stages1)
-    totals = {t for _, t in progress}
-    assert len(totals) == 1
-    done = [d for d, _ in progress]
-    assert done == sorted(done) and done[-1] == totals.pop()
+    assert sum("fitted in 2 processes" in s for s in stages2) == 2  # the allocation and consumption stages
+    assert not any("processes" in s for s in stages1)
+    for stage in {s for s, *_ in progress}:
+        counts = [(d, t, share) for s, d, t, share in progress if s == stage]
+        assert len({t for _, t, _ in counts}) == 1, stage
+        assert [d for d, _, _ in counts] == sorted(d for d, _, _ in counts) and counts[-1][0] == counts[-1][1], stage
+        assert counts[-1][2] == 1.0, stage  # the whole expected work done at the end
+
+
+def test_the_workers_get_one_blas_thread_in_their_environment(monkeypatch):
+    """The thread variables are 1 while the workers start (threadpoolctl alone left their
+    BLAS multi-threaded: ten times the CPU), and as they were afterwards."""
+    import os
+
+    from gmm_volunteer.fitting.determinism import THREAD_VARIABLES, one_thread_in_children
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with one_thread_in_children():
+        assert all(os.environ[name] == "1" for name in THREAD_VARIABLES)
+    assert os.environ["OMP_NUM_THREADS"] == "4" and "OPENBLAS_NUM_THREADS" not in os.environ

@@ -60,6 +60,18 @@ def test_gmmv_compile_counts_kernels_k_of_n_with_the_time_left(tmp_path, monkeyp
     assert "left" in err
 
 
+def test_compile_weighs_kernels_by_their_size():
+    """The compile estimate's weights: a kernel's bytecode instructions (numba's CPU time
+    follows them), the median for a name that does not resolve."""
+    import gmm_volunteer.run.engine  # noqa: F401  (loads the kernels)
+    from gmm_volunteer.cli.compile import kernel_sizes
+
+    big, small_ = "gmm_volunteer.model.kernels.consumption.step_consumption", "gmm_volunteer.model.kernels.ops.batch_new"
+    sizes = kernel_sizes([big, small_, "no.such.kernel"])
+    assert sizes[big] > 5 * sizes[small_] > 0
+    assert sizes["no.such.kernel"] in (sizes[big], sizes[small_], (sizes[big] + sizes[small_]) // 2)
+
+
 def test_the_fit_logger_prints_progress_inside_a_stage(monkeypatch, capsys):
     from gmm_volunteer.fitting import cli as fit_cli
 
@@ -67,9 +79,9 @@ def test_the_fit_logger_prints_progress_inside_a_stage(monkeypatch, capsys):
     monkeypatch.setattr("time.monotonic", lambda: clock.pop(0) if len(clock) > 1 else clock[0])
     log = fit_cli._stage_logger(feedback)
     log("fitting allocation series")          # t = 0
-    log.progress(3, 12)                        # t = 11: 3 of 12 after 11 s -> 33 s left
-    log.progress(4, 12)                        # t = 12: within 10 s of the last line, quiet
-    log.progress(12, 12)                       # t = 30: the end of the stage always shows
+    log.progress(3, 12, 0.25)                  # t = 11: a quarter of the work after 11 s -> 33 s left
+    log.progress(4, 12, 0.3)                   # t = 12: within 10 s of the last line, quiet
+    log.progress(12, 12, 1.0)                  # t = 30: the end of the stage always shows
     err = capsys.readouterr().err.splitlines()
     assert err == ["gmmv fit: fitting allocation series ...",
                    "gmmv fit:   3 of 12 ARMA candidates (fitted or ruled out), 11 s, about 33 s left",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 import yaml
 
 from gmm_volunteer.experiments import figures
@@ -20,7 +21,7 @@ from helpers import fake_simulate, write_tiny_grid
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # the sweeps here have 2 seeds to stay cheap: the report's warning about them is expected
-pytestmark = pytest.mark.filterwarnings("ignore:bootstrap interval over 2 seeds")
+pytestmark = pytest.mark.filterwarnings("ignore:paired differences of p99 over 2 seeds")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +94,9 @@ def test_report_is_self_contained_html(sweep, tmp_path):
     assert f"<td>{report_count_text(first['completed'])}</td>" in text  # a count: no needless decimals
 
 
-def test_report_over_two_seeds_warns_once_and_gives_units(sweep, tmp_path, capsys):
+def test_report_over_two_seeds_warns_once_and_gives_no_interval(sweep, tmp_path, capsys):
+    """Over two seeds the bootstrap interval is the range of the two differences (width 0
+    when they are equal): the paired table gives the mean and says n is too small."""
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.experiments.report import paired_table
 
@@ -103,13 +106,36 @@ def test_report_over_two_seeds_warns_once_and_gives_units(sweep, tmp_path, capsy
     assert main(["report", str(grid.output), "-o", str(out), "--quiet"]) == 0
     err = capsys.readouterr().err
     warned = [line for line in err.splitlines() if "warning" in line]
-    assert len(warned) == 1 and warned[0].startswith("gmmv report: warning: bootstrap interval over 2 seeds: "), err
+    assert len(warned) == 1, err
+    assert warned[0].startswith("gmmv report: warning: paired differences of p99 over 2 seeds: "
+                                "no interval is given"), err
     text = out.read_text(encoding="utf-8")
-    assert "Intervals over only 2 seeds" in text
+    assert "No intervals: 2 seeds are too few" in text and "95% bootstrap intervals</h2>" not in text
     with pytest.warns(UserWarning, match="over 2 seeds"):
         table = paired_table(ds)
-    assert {"mean (s)", "low (s)", "high (s)", "seeds"} <= set(table.columns)
-    assert "mean (s)" in text
+    assert set(table.columns) == {"comparison", "mean (s)", "seeds"}
+    assert "mean (s)" in text and "low (s)" not in text
+
+
+def test_paired_table_over_three_seeds_gives_intervals(sweep):
+    from gmm_volunteer.experiments.report import paired_table
+
+    _, ds = sweep
+    three = xr.concat([ds, ds.isel(seed=[0]).assign_coords(seed=[ds["seed"].values.max() + 1])], "seed")
+    table = paired_table(three)
+    assert {"mean (s)", "low (s)", "high (s)"} <= set(table.columns) and (table["seeds"] == 3).all()
+    assert (table["low (s)"] <= table["mean (s)"]).all() and (table["mean (s)"] <= table["high (s)"]).all()
+
+
+def test_every_table_orders_its_rows_as_the_grid(sweep):
+    from gmm_volunteer.experiments.report import latency_by_type_table, paired_table
+
+    _, ds = sweep
+    grid = [d for d in ds.dims if d in ("users", "user_capacity", "server_capacity", "scheduler")]
+    assert list(overview_table(ds).index.names) == grid
+    assert list(latency_by_type_table(ds).index.names) == grid
+    with pytest.warns(UserWarning, match="over 2 seeds"):
+        assert list(paired_table(ds).index.names) == [d for d in grid if d != "scheduler"]
 
 
 def test_report_cli_on_a_non_sweep_exits_2(tmp_path, capsys):

@@ -25,7 +25,7 @@ from helpers import fake_simulate, write_tiny_grid
 
 SCHEDULERS = ["centralized", "uniform", "affinity"]
 # two seeds keep the fixture cheap; the report's warning about them is expected here
-pytestmark = pytest.mark.filterwarnings("ignore:bootstrap interval over 2 seeds")
+pytestmark = pytest.mark.filterwarnings("ignore:paired differences of p99 over 2 seeds")
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +101,26 @@ def test_consumption_is_on_its_own_scale_not_the_allocations():
 
 def test_rates_get_a_zoomed_axis():
     lo, hi = figures.rate_limits(np.array([0.97, 0.985, 1.0]))
-    assert 0.96 < lo < 0.97 and 1.0 < hi <= 1.004  # a tenth of the 0.03 range either side
+    assert lo == pytest.approx(0.967) and hi == 1.0  # a tenth of the 0.03 range below; none above 1
     lo, hi = figures.rate_limits(np.array([1.0, 1.0]))
-    assert hi - lo >= 0.01 and lo < 1.0 < hi  # at least 0.01 wide
-    assert figures.rate_limits(np.array([np.nan])) == (-0.02, 1.02)
-    assert figures.rate_limits(np.array([0.0, 0.5])) == (-0.02, pytest.approx(0.55))
-    assert figures.rate_limits(np.array([0.999, 1.0]))[1] <= 1.02
+    assert (lo, hi) == (pytest.approx(0.989), 1.0)  # at least 0.01 wide, ending at 1
+    lo, hi = figures.rate_limits(np.array([0.999, 0.9995]))
+    assert hi == 1.0 and hi - lo >= 0.01
+    lo, hi = figures.rate_limits(np.array([0.0, 0.0]))
+    assert lo == 0.0 and hi >= 0.01
+    assert figures.rate_limits(np.array([np.nan])) == (0.0, 1.0)
+    assert figures.rate_limits(np.array([0.0, 0.5])) == (0.0, pytest.approx(0.55))
+    assert figures.rate_limits(np.array([0.5, 0.6])) == (pytest.approx(0.49), pytest.approx(0.61))
+
+
+def test_the_rate_axis_never_runs_above_one(sweep):
+    """Figure 5's panels end at a rate of 1 at most, and its markers are drawn unclipped
+    so that a rate of 1 on the top edge shows whole."""
+    fig = figures.fig5_subtasks(sweep)
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        assert 0.0 <= lo < hi <= 1.0
+        assert all(not ln.get_clip_on() for ln in ax.get_lines())
 
 
 def test_fig4_panels_follow_the_consumption(sweep):
@@ -128,6 +142,18 @@ def test_counts_print_without_needless_decimals():
     assert "<td>56</td>" in html and "<td>193.5</td>" in html and "56.00" not in html
     assert "<td>2.00</td>" in html and "<td>6.12</td>" in html  # a latency keeps two decimals
     assert html.count("<td>2</td>") == 2  # seeds
+
+
+def test_a_column_s_format_follows_what_it_holds_not_its_values():
+    """A P99 of whole seconds prints as 3.00 beside 2.50, not as 3; a completion rate of
+    0.996 as 0.996, not as 1.00."""
+    df = pd.DataFrame({"seeds": [3, 3], "P99 all types (s)": [3.0, 4.0], "P99 min type (s)": [2.5, 1.5],
+                       "completion rate server": [0.996, 1.0]})
+    html = report._table_html(df)
+    assert "<td>3.00</td>" in html and "<td>4.00</td>" in html and "<td>2.50</td>" in html
+    assert "<td>4</td>" not in html
+    assert "<td>0.996</td>" in html and "<td>1.000</td>" in html and "<td>1.00</td>" not in html
+    assert html.count("<td>3</td>") == 2  # seeds
 
 
 def test_a_plain_scheduler_sweep_gets_no_routing_sections(sweep):

@@ -136,3 +136,42 @@ def test_phase_bounds_are_the_events_starts_and_ends_inside_the_run():
     assert cuts == [4000, 7000, 7600, 13000, 14000, 19000]
     assert list(sm.phase_of(np.array([0, 3999, 4000, 7599, 7600, 19999]), cuts)) == [0, 0, 1, 2, 3, 6]
     assert sm._phase_bounds(yaml.safe_dump({"steps": 10})) == []
+
+
+def test_surge_table_from_the_run_stores(tmp_path):
+    """Seed 002's burst table (issue 51) of a tiny sweep with a scripted surge agrees with
+    the spans' means and server shares computed here from the run store."""
+    import yaml
+
+    from gmm_volunteer.cli.commands import main
+    from gmm_volunteer.experiments.combine import open_combined
+    from gmm_volunteer.io.bundlefiles import write_bundle
+    from gmm_volunteer.io.results import open_result
+    from gmm_volunteer.testing.synthetic import synthetic_bundle
+
+    root = Path(__file__).parent.parent
+    write_bundle(synthetic_bundle(), tmp_path / "bundle")
+    spec = {"base": str(root / "configs/quickstart.yaml"), "grid": {"scheduler": ["queue_aware"]}, "seeds": 1,
+            "set": {"steps": 300, "users.count": 60, "model": str(tmp_path / "bundle"),
+                    "demand.surges": [{"start": 100, "duration": 100, "factor": 4.0}]},
+            "output": str(tmp_path / "out")}
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", str(tmp_path / "grid.yaml"), "--serial", "--quiet"]) == 0
+    ds = open_combined(tmp_path / "out")
+    ds.attrs["results_dir"] = str(tmp_path / "out")
+    store = open_result(next((tmp_path / "out" / "runs").glob("*.zarr")))
+    r = sm.request_arrays(store)
+    start, lat = r["start"][r["completed"]], r["latency"][r["completed"]]
+    t = store["decision"].sel(decision_field="step").values
+    node = store["decision"].sel(decision_field="node").values
+
+    row = sm.surge_table(ds, edge_s=20).loc["queue_aware"]
+    for name, (lo, hi) in {"before": (0, 100), "surge": (100, 200), "surge first 20 s": (100, 120),
+                           "surge last 20 s": (180, 200), "after": (200, 300)}.items():
+        x = lat[(start >= lo) & (start < hi)]
+        assert x.size > 0
+        assert row[f"mean {name} (s)"] == pytest.approx(x.mean())
+    m = (t >= 100) & (t < 200)
+    assert row["to server surge"] == pytest.approx((node[m] == 0).mean())
+    # the surge raises the request rate (think times / 4): more requests start per step in it
+    assert ((start >= 100) & (start < 200)).sum() > ((start >= 0) & (start < 100)).sum()

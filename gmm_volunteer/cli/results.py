@@ -44,6 +44,10 @@ TABLES = {
                 "class_metrics", "class_table", False),
     "asrb-paired": ("ASRB minus its baselines, paired, with the BCa interval and t-test (from the run stores)",
                     "seed_metrics", "paired_table", False),
+    "queue-aware-paired": ("queue-aware minus seed 002's baselines, paired, with the BCa interval and t-test "
+                           "(from the run stores)", "seed_metrics", "queue_aware_paired_table", False),
+    "surge": ("mean latency and share to the server before, during and after a scripted surge "
+              "(from the run stores)", "seed_metrics", "surge_table", False),
 }
 
 

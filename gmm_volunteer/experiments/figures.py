@@ -271,7 +271,7 @@ def fig5_subtasks(ds: xr.Dataset):
                     continue
                 y = _series(rate.sel(node_class=node), cap, sch, sels)
                 shown[node].append(y)
-                ax.plot(x, y, "-", marker=_marker(i), ms=4,
+                ax.plot(x, y, "-", marker=_marker(i), ms=4, clip_on=False,  # a rate of 1 on the edge
                         color=_color(sch, i), label=str(sch).capitalize() if sch is not None else "")
     for row, node in enumerate(("server", "user")):  # rows share their y axis
         axes[row, 0].set_ylim(*rate_limits(np.concatenate(shown[node]) if shown[node] else np.array([])))
@@ -280,17 +280,20 @@ def fig5_subtasks(ds: xr.Dataset):
 
 def rate_limits(values: np.ndarray) -> tuple[float, float]:
     """Y limits for completion rates: zoomed to the values (rates of 0.97-1.00 on a 0-1
-    axis all lie on one line), at least 0.01 wide, padded by a tenth of their range,
-    within [-0.02, 1.02]; that whole range when nothing is finite."""
+    axis all lie on one line), at least 0.01 wide, padded by a tenth of their range, and
+    never beyond [0, 1], where no rate can lie (a window or padding that would pass 1
+    ends at 1: an axis running to 1.004 reads as rates above 1); that whole range when
+    nothing is finite. The markers are drawn unclipped, so a rate of 1 on the top edge
+    shows whole."""
     v = values[np.isfinite(values)]
     if v.size == 0:
-        return -0.02, 1.02
+        return 0.0, 1.0
     lo, hi = float(v.min()), float(v.max())
-    if hi - lo < 0.01:  # equal rates: a 0.01 window around them
-        mid = (lo + hi) / 2.0
+    if hi - lo < 0.01:  # equal rates: a 0.01 window around them, inside [0, 1]
+        mid = min(max((lo + hi) / 2.0, 0.005), 0.995)
         lo, hi = mid - 0.005, mid + 0.005
     pad = 0.1 * (hi - lo)
-    return max(lo - pad, -0.02), min(hi + pad, 1.02)
+    return max(lo - pad, 0.0), min(hi + pad, 1.0)
 
 
 FIGURES = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +18,7 @@ import pandas as pd
 import xarray as xr
 
 from gmm_volunteer.experiments import analysis, figures, findings, routing_report
-from gmm_volunteer.experiments.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS
+from gmm_volunteer.experiments.intervals import BOOTSTRAP_TWO_SEEDS, MIN_SEEDS, FewSeedsWarning, warn_few_seeds
 from gmm_volunteer.model.constants import OUTCOMES
 
 _CSS = """
@@ -29,6 +30,21 @@ th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 .warn { background: #fff3cd; border: 1px solid #e0c060; padding: 0.6em; }
 img { max-width: 100%; } .meta { color: #555; font-size: 0.9em; }
 """
+
+
+def grid_frame(data: xr.Dataset | xr.DataArray, ds: xr.Dataset) -> pd.DataFrame:
+    """`data` (means over seeds, or paired differences) as a table with one row per grid
+    point, its index ordered as the sweep's grid (the dims of `ds`), whatever order the
+    reductions left the dims in: every table of the report reads in the same order."""
+    order = [d for d in ds.dims if d in data.dims]
+    return data.to_dataframe(dim_order=order)
+
+
+def _seed_means(cols: dict, ds: xr.Dataset) -> pd.DataFrame:
+    mean = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
+                       for k, v in cols.items()}).compute()
+    df = grid_frame(mean, ds)
+    return df[[c for c in cols if c in df.columns]]
 
 
 def overview_table(ds: xr.Dataset) -> pd.DataFrame:
@@ -52,11 +68,7 @@ def overview_table(ds: xr.Dataset) -> pd.DataFrame:
     }
     if "energy_per_request" in ds:  # stores made before energy was recorded lack it (D37)
         cols["energy per completed request (J)"] = ds["energy_per_request"]
-    mean = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
-                       for k, v in cols.items()}).compute()
-    df = mean.to_dataframe()
-    keep = [c for c in cols if c in df.columns]
-    df = df[keep]
+    df = _seed_means(cols, ds)
     if "seed" in ds.dims:
         df.insert(0, "seeds", int(ds.sizes["seed"]))
     return df
@@ -74,16 +86,20 @@ def latency_by_type_table(ds: xr.Dataset) -> pd.DataFrame:
     cols["P99 all types (s)"] = analysis.latency_quantile(ds, 0.99, all_types=True)
     cols["completed"] = analysis.request_counts(ds).sel(outcome="completed", drop=True)
     cols["server CPU (%)"] = analysis.server_consumption(ds)["mean"].sel(resource="cpu", drop=True)
-    out = xr.Dataset({k: (v.mean("seed", skipna=True) if "seed" in v.dims else v)
-                      for k, v in cols.items()}).compute()
-    return out.to_dataframe()[list(cols)]
+    return _seed_means(cols, ds)
 
 
 def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralized",
                  confidence: float = 0.95) -> pd.DataFrame | None:
-    """Each scheduler minus `reference` on the same seeds, with bootstrap intervals."""
+    """Each scheduler minus `reference` on the same seeds, with bootstrap intervals.
+
+    Over fewer than `MIN_SEEDS` seeds no interval is given (no columns low and high, a
+    `FewSeedsWarning`): over two seeds the bootstrap interval is the range of the two
+    differences, of width 0 when they are equal (docs/experiments.md, section 4)."""
     if "scheduler" not in ds.dims or "seed" not in ds.dims or ds.sizes["seed"] < 2:
         return None
+    few = warn_few_seeds(int(ds.sizes["seed"]), f"paired differences of {what}",
+                         f"no interval is given ({BOOTSTRAP_TWO_SEEDS})")
     schedulers = [str(s) for s in ds["scheduler"].values]
     if reference not in schedulers:
         reference = schedulers[0]
@@ -91,14 +107,16 @@ def paired_table(ds: xr.Dataset, what: str = "p99", reference: str = "centralize
     for other in schedulers:
         if other == reference:
             continue
-        res = analysis.paired_difference(ds, what, "scheduler", other, reference,
-                                         confidence=confidence, n_resamples=2000)
-        sel = res[["mean", "low", "high", "n_seeds"]]
+        with warnings.catch_warnings():  # warned above, once, with what the table does about it
+            warnings.simplefilter("ignore", FewSeedsWarning)
+            res = analysis.paired_difference(ds, what, "scheduler", other, reference,
+                                             confidence=confidence, n_resamples=2000)
+        sel = res[["mean", "n_seeds"] if few else ["mean", "low", "high", "n_seeds"]]
         # a grid over the scheduler alone leaves 0-dimensional results: one row
-        df = sel.to_dataframe() if sel["mean"].ndim else pd.DataFrame({k: [sel[k].item()] for k in sel.data_vars})
+        df = grid_frame(sel, ds) if sel["mean"].ndim else pd.DataFrame({k: [sel[k].item()] for k in sel.data_vars})
         unit = res["mean"].attrs.get("units")
         if unit and unit != "1":  # every column with a unit says it
-            df = df.rename(columns={c: f"{c} ({unit})" for c in ("mean", "low", "high")})
+            df = df.rename(columns={c: f"{c} ({unit})" for c in ("mean", "low", "high") if c in df})
         df = df.rename(columns={"n_seeds": "seeds"})
         df.insert(0, "comparison", f"{other} - {reference}")
         frames.append(df)
@@ -113,25 +131,37 @@ def _img(fig, alt: str = "figure") -> str:
 
 
 # Columns of counts: means over seeds of whole numbers, shown without trailing zeros
-# (202, 193.5), never as 202.00.
-COUNT_COLUMNS = ("seeds", *OUTCOMES, "requests", "monitoring calls")
+# (202, 193.5), never as 202.00. Rates and shares (in [0, 1]) get three decimals, every
+# other column two: a column's format follows what it holds, never its values (a P99 of
+# whole seconds beside one of 2.50 s, or a completion rate of 0.996 shown as 1.00, would
+# read as different kinds of number).
+COUNT_COLUMNS = ("seeds", *OUTCOMES, "requests", "monitoring calls", "placements lost",
+                 "most placed on one node in a step (max)", "largest volunteer excess over its cores",
+                 "most placed on one volunteer in a step (max)")
+RATE_DECIMALS = 3
 
 
 def _count_text(v: float) -> str:
     return "-" if not np.isfinite(v) else f"{v:,.2f}".rstrip("0").rstrip(".")
 
 
+def _is_rate(col) -> bool:
+    name = str(col)
+    return "rate" in name.split() or name.startswith("share") or "(share" in name
+
+
 def _table_html(df: pd.DataFrame) -> str:
-    """The table as HTML: counts (`COUNT_COLUMNS`) and any column of whole numbers without
-    needless decimals, others with two; a missing value as '-'."""
+    """The table as HTML: counts (`COUNT_COLUMNS`) without needless decimals, rates and
+    shares with three, others with two; a missing value as '-'."""
     df = df.copy()
     for col in df.columns:
         values = df[col]
-        if values.dtype.kind != "f":
+        if values.dtype.kind not in "fiu":
             continue
-        finite = values[np.isfinite(values)]
-        if str(col) in COUNT_COLUMNS or (finite.size and np.all(finite == np.round(finite))):
-            df[col] = values.map(_count_text)
+        if str(col) in COUNT_COLUMNS:
+            df[col] = values.astype(np.float64).map(_count_text)
+        elif values.dtype.kind == "f" and _is_rate(col):
+            df[col] = values.map(lambda v: "-" if not np.isfinite(v) else f"{v:.{RATE_DECIMALS}f}")
     return df.to_html(float_format=lambda v: f"{v:,.2f}", na_rep="-", border=0, escape=True)
 
 
@@ -190,13 +220,18 @@ def render_html(ds: xr.Dataset, title: str = "gmm-volunteer sweep report",
     parts.append(_table_html(overview_table(ds)))
     paired = paired_table(ds)
     if paired is not None:
-        parts.append("<h2>Paired P99 differences (same seeds), 95% bootstrap intervals</h2>")
-        parts.append("<p>Negative = lower P99 than the reference scheduler. "
-                     "Percentile bootstrap over seeds of the mean per-seed difference.</p>")
         n_seeds = int(ds.sizes["seed"])
         if n_seeds < MIN_SEEDS:
-            parts.append(f'<p class="warn">Intervals over only {n_seeds} seeds: '
-                         f"{html.escape(BOOTSTRAP_TWO_SEEDS)}. Run {MIN_SEEDS} or more seeds.</p>")
+            parts.append("<h2>Paired P99 differences (same seeds)</h2>")
+            parts.append(f'<p class="warn">No intervals: {n_seeds} seeds are too few '
+                         f"({html.escape(BOOTSTRAP_TWO_SEEDS)}, of width 0 where the two differences "
+                         f"are equal). Run {MIN_SEEDS} or more seeds for 95% intervals.</p>")
+            parts.append("<p>Negative = lower P99 than the reference scheduler; the mean "
+                         "per-seed difference.</p>")
+        else:
+            parts.append("<h2>Paired P99 differences (same seeds), 95% bootstrap intervals</h2>")
+            parts.append("<p>Negative = lower P99 than the reference scheduler. "
+                         "Percentile bootstrap over seeds of the mean per-seed difference.</p>")
         parts.append(_table_html(paired))
     # the routing comparison (issue 12; gmm_volunteer.routing_report)
     parts += routing_report.sections(ds, _img, _table_html)

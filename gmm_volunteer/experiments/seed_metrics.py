@@ -271,6 +271,76 @@ def paired_table(ds, router: str = "asrb", baselines=("qedgeproxy", "proximity")
     return df.set_index([k for k, _ in rests[0]] + ["a - b"])
 
 
+def queue_aware_paired_table(ds, n_resamples: int = 20_000):
+    """Seed 002's comparison paired (issue 51): `queue_aware` minus each of its baselines
+    and its two single-source estimators, as `paired_table` computes it per grid point."""
+    return paired_table(ds, "queue_aware", ("model_only", "queue_only", "jsq", "jsq_s", "oracle", "edge_first"),
+                        n_resamples)
+
+
+def _surge_bounds(config_text: str) -> tuple[int, int, int] | None:
+    """(start, end, steps) of the first scripted surge of the request rate (`demand.surges`)."""
+    import yaml
+
+    cfg = yaml.safe_load(config_text) or {}
+    surges = (cfg.get("demand") or {}).get("surges") or []
+    if not surges:
+        return None
+    start, dur = int(surges[0]["start"]), int(surges[0]["duration"])
+    return start, start + dur, int(cfg.get("steps", 0))
+
+
+def surge_table(ds, edge_s: int = 60):
+    """Seed 002's burst adaptivity ("Experimentele Resultaten": under bursts the policy
+    moves work between tiers and its latency settles sooner than a static policy's), per
+    grid point, seeds pooled: the mean latency of the completed requests that started
+    before, during and after the first scripted surge, and in its first and last `edge_s`
+    seconds; and the share of the logged decisions placed on the server in each span (the
+    decision log keeps the first `decision_log` decisions of a run). None without a surge
+    or run stores."""
+    import pandas as pd
+
+    from gmm_volunteer.io.results import open_result
+
+    runs = _grid_runs(ds)
+    if not runs:
+        return None
+    bounds = _surge_bounds(open_result(runs[0][2]).attrs.get("config", ""))
+    if bounds is None:
+        return None
+    a, b, steps = bounds
+    spans = {"before": (0, a), "surge": (a, b), f"surge first {edge_s} s": (a, a + edge_s),
+             f"surge last {edge_s} s": (b - edge_s, b), "after": (b, steps)}
+    groups: dict[tuple, list] = {}
+    for point, _seed, path in runs:
+        store = open_result(path)
+        r = request_arrays(store)
+        done = r["completed"]
+        dec = None
+        if "decision" in store:  # the decision log (its first `decision_log` decisions)
+            log = store["decision"]
+            dec = (log.sel(decision_field="step").values, log.sel(decision_field="node").values)
+        groups.setdefault(tuple(point.items()), []).append((r["start"][done], r["latency"][done], dec))
+    rows = []
+    for key, reps in groups.items():
+        start = np.concatenate([x for x, _, _ in reps])
+        lat = np.concatenate([y for _, y, _ in reps])
+        row = dict(key)
+        for name, (lo, hi) in spans.items():
+            x = lat[(start >= lo) & (start < hi)]
+            row[f"mean {name} (s)"] = float(x.mean()) if x.size else np.nan
+        if all(d is not None for _, _, d in reps):
+            t = np.concatenate([d[0] for _, _, d in reps])
+            node = np.concatenate([d[1] for _, _, d in reps])
+            for name in ("before", "surge", "after"):
+                lo, hi = spans[name]
+                m = (t >= lo) & (t < hi)
+                row[f"to server {name}"] = float((node[m] == 0).mean()) if m.any() else np.nan
+        rows.append(row)
+    keys = [k for k, _ in next(iter(groups))]
+    return pd.DataFrame(rows).set_index(keys)
+
+
 def phase_table(ds):
     """Per grid point and scripted phase (seed 000's T1-T6: the spans between the events'
     starts and ends): the P99 latency of the completed requests that started in the phase

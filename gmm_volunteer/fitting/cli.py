@@ -79,18 +79,20 @@ def _stage_logger(feedback):
     log = feedback.Stages("gmmv fit")
     shown = {"t": 0.0}
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, work_share: float) -> None:
         """A line inside a stage at most every PROGRESS_EVERY s (and at its end), with
-        the time left extrapolated from the fits so far (later candidates of a series
-        are the larger, slower ones: a rough figure)."""
+        the time left extrapolated from the share of the stage's work done
+        (`arma.candidate_work`: a count of candidates took ARMA(1, 0) for ARMA(5, 2),
+        and counted ruled-out ones, decided at once, as work done, so the figure grew as
+        the stage went on)."""
         now = time.monotonic()
         if log.started is None or (now - max(shown["t"], log.started) < PROGRESS_EVERY and done < total):
             return
         shown["t"] = now
         elapsed = now - log.started
-        left = elapsed / done * (total - done) if done else float("nan")
+        left = elapsed * (1.0 - work_share) / work_share if work_share > 0 else float("nan")
         feedback.info(f"gmmv fit:   {done} of {total} ARMA candidates (fitted or ruled out), {elapsed:.0f} s"
-                      + (f", about {left:.0f} s left" if done < total else ""))
+                      + (f", about {left:.0f} s left" if done < total and work_share > 0 else ""))
 
     log.progress = progress
     return log
@@ -126,8 +128,8 @@ def add_subcommands(subparsers) -> None:
     from gmm_volunteer.cli import argtypes
 
     p.add_argument("--workers", type=argtypes.count(1, 1024), default=1, metavar="N",
-                   help="processes: 2 or more fit the allocation and consumption series side by "
-                        "side in two (the same bundle; default 1)")
+                   help="processes: 2 or more fit each series' ARMA candidates side by side in "
+                        "that many (the same bundle; default 1)")
     _add_output_flags(p, "no progress lines")
     p.set_defaults(func=_cmd_fit)
     try:

@@ -8,6 +8,7 @@ behind and an existing bundle stays untouched until the new one is complete.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shutil
@@ -42,85 +43,62 @@ def _provenance(traces, traces_dir, candidates, degrees, hazard_form=HAZARD_FORM
     )
 
 
-# The two long stages, independent of each other (`build_bundle(workers=2)` runs them
-# side by side in processes of their own).
-SERIES_STAGES = ("allocation", "consumption")
-_TICKS = None  # in a stage's worker process: the queue its candidate ticks go to
-
-
-def _stage_worker_init(ticks) -> None:
-    global _TICKS
-    _TICKS = ticks
+def _worker_init() -> None:
     from gmm_volunteer.fitting.determinism import single_threaded
 
     single_threaded().__enter__()  # for the life of the worker: one BLAS thread, as in the parent
 
 
-def _run_series_stage(name: str, traces, candidates):
-    """One long stage in a worker process, its candidate ticks sent to the parent."""
-    from gmm_volunteer.fitting.arma import candidate_progress
-    from gmm_volunteer.fitting.consumption import fit_allocation, fit_consumption
-
-    fit = {"allocation": fit_allocation, "consumption": fit_consumption}[name]
-    with candidate_progress(_TICKS.put):
-        return fit(traces, candidates)
-
-
-def _series_stages_in_parallel(traces, candidates, tick: Callable[[int], None]) -> dict:
-    """`SERIES_STAGES` in two worker processes (spawned: nothing of this process's state
-    but its arguments and environment, the pinned BLAS threads included); the parent
-    passes their candidate ticks on to `tick` as they come. The same functions on the
-    same traces: the results are those of one process."""
+@contextlib.contextmanager
+def _candidates_in_processes(workers: int):
+    """With `workers` >= 2, the ARMA candidates of each series fitted side by side in that
+    many worker processes (`arma.candidate_pool`; spawned: nothing of this process's
+    state but the environment, the pinned BLAS threads included); in this process
+    otherwise. The same fits on the same series, taken in the grid's order: the bundle
+    is that of one process."""
+    if workers < 2:
+        yield
+        return
     import multiprocessing
-    import queue as queue_mod
-    from concurrent.futures import ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")
-    ticks = ctx.Queue()
+    from gmm_volunteer.fitting.arma import candidate_pool
+    from gmm_volunteer.fitting.determinism import one_thread_in_children
 
-    def drain(timeout: float) -> None:
-        try:
-            tick(ticks.get(timeout=timeout))
-            while True:
-                tick(ticks.get_nowait())
-        except queue_mod.Empty:
-            pass
-
-    with ProcessPoolExecutor(max_workers=len(SERIES_STAGES), mp_context=ctx,
-                             initializer=_stage_worker_init, initargs=(ticks,)) as pool:
-        futures = {name: pool.submit(_run_series_stage, name, traces, candidates) for name in SERIES_STAGES}
-        while not all(f.done() for f in futures.values()):
-            drain(0.5)
-        wait(futures.values())
-        results = {name: f.result() for name, f in futures.items()}  # re-raises a stage's error
-    # every tick a worker sent before returning its result is in the queue by now
-    drain(0.5)
-    return results
+    with one_thread_in_children(), ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init) as pool, candidate_pool(pool):
+        yield
 
 
 def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, created: str | None = None,
                  log: Callable[[str], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None, workers: int = 1,
+                 progress: Callable[[int, int, float], None] | None = None, workers: int = 1,
                  hazard_form: str = HAZARD_FORM, hazard_link: str = HAZARD_LINK) -> tuple[dict, dict]:
     """Fit every component; return (bundle dict, diagnostics for the report).
 
     `log(message)` is told which component is being fitted before each one starts;
-    `progress(done, total)` of the ARMA candidate fits inside the two long stages. With
-    `workers` >= 2 the two long stages (allocation and consumption series) run side by
-    side in processes of their own, as one stage to `log` and `progress`; the bundle is
+    `progress(done, total, work_share)` of the ARMA candidates decided inside the two long
+    stages, `work_share` the share of the stage's expected work done (`arma.candidate_work`
+    of the candidates fitted, over that of every candidate not yet ruled out). With
+    `workers` >= 2 the candidates of each series in the two long stages (allocation and
+    consumption series) are fitted side by side in that many processes; the bundle is
     the same."""
     say = log or (lambda message: None)
-    from gmm_volunteer.fitting.arma import candidate_progress
+    from gmm_volunteer.fitting.arma import candidate_progress, grid_work
     from gmm_volunteer.fitting.consumption import STAGES
     from gmm_volunteer.fitting.traces import RESOURCE_COLUMNS
 
     def counted(n_series: int):
-        total, done = n_series * len(set(candidates)), [0]
+        total, work = n_series * len(set(candidates)), n_series * grid_work(candidates)
+        done = {"n": 0, "fitted": 0, "skipped": 0}
 
-        def tick(n: int) -> None:
-            done[0] += n
+        def tick(decided) -> None:
+            for key, value in zip(("n", "fitted", "skipped"), decided):
+                done[key] += value
             if progress is not None:
-                progress(min(done[0], total), total)
+                expected = max(work - done["skipped"], 1)
+                progress(min(done["n"], total), total, min(done["fitted"] / expected, 1.0))
 
         return candidate_progress(tick)
 
@@ -130,17 +108,11 @@ def build_bundle(traces, traces_dir, candidates=FULL_GRID, degrees=DEGREES, crea
     from gmm_volunteer.fitting.memory import memory_blocks
     from gmm_volunteer.fitting.work import work_blocks
 
-    grid = f"{len(candidates)} ARMA (p, q) candidates per series"
+    grid = f"{len(candidates)} ARMA (p, q) candidates per series" + (
+        f", fitted in {workers} processes" if workers >= 2 else "")
     n_alloc = len(RESOURCE_COLUMNS)
     n_cons = sum(len(resources) for *_, resources in STAGES.values())
-    if workers >= 2:
-        say(f"fitting allocation and consumption series in {len(SERIES_STAGES)} processes ({grid})")
-        with counted(n_alloc + n_cons):
-            from gmm_volunteer.fitting.arma import _tick
-
-            results = _series_stages_in_parallel(traces, candidates, _tick)
-        (allocation, alloc_diag), (consumption, cons_diag) = results["allocation"], results["consumption"]
-    else:
+    with _candidates_in_processes(workers):
         say(f"fitting allocation series (resources available for volunteering; {grid})")
         with counted(n_alloc):
             allocation, alloc_diag = fit_allocation(traces, candidates)
@@ -187,7 +159,7 @@ def fit_bundle(
     report: bool = True,
     created: str | None = None,
     log: Callable[[str], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
     workers: int = 1,
     hazard_form: str = HAZARD_FORM,
     hazard_link: str = HAZARD_LINK,
@@ -196,9 +168,9 @@ def fit_bundle(
 
     Raises `TraceError` (naming the file and column) on unusable traces; nothing is
     written then. `candidates` is the ARMA (p, q) grid (`QUICK_GRID` for a fast fit).
-    `log(message)` hears of each stage before it starts, `progress(done, total)` of the
-    ARMA fits inside the long stages (`build_bundle`; `workers` >= 2 runs those two side by
-    side, with the same result).
+    `log(message)` hears of each stage before it starts, `progress(done, total,
+    work_share)` of the ARMA fits inside the long stages (`build_bundle`; `workers` >= 2
+    fits each series' candidates side by side, with the same result).
     """
     from gmm_volunteer.io.bundlefiles import write_bundle
     from gmm_volunteer.model.bundle import validate_bundle

@@ -1,7 +1,7 @@
 """`jsq_s` routing, a baseline of seed 002_25f372673c2a4e8f ("Experimentele Resultaten";
 docs/routing.md section 4; issues 22, 34): join the shortest queue scaled by capacity:
 the eligible node (any tier) with the least (subtasks + 1) / cores x the subtask's mean
-work, plus the transfers to a volunteer, ties drawn uniformly (`queue_aware.jsq_s_delay`).
+work, plus the transfers to a volunteer, ties drawn uniformly (`queue_aware.jsq_delay`, scaled).
 Decisions log the hybrid estimator's predictions like queue_aware's and this measure as
 the router's own, so every baseline measures the estimators too."""
 

@@ -38,7 +38,7 @@ from pydantic import Field
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.actions import pending_requests_fifo
-from gmm_volunteer.model.params import CPU, DOWNLOAD, EXECUTION, WORK_EXPONENTIAL
+from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, WORK_EXPONENTIAL
 from gmm_volunteer.model.kernels.ops import batch_born_now, work_mean
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.common import candidate, schedule_downloads
@@ -54,6 +54,7 @@ from gmm_volunteer.policies.routing import (
     D_T,
     D_TIER,
     N_TIERS,
+    TRANSFER_UNIT,
     Router,
     count_queues,
     fits,
@@ -238,6 +239,36 @@ def _user_totals(S, R):
 
 
 @kernel
+def in_step(P, v):
+    """Whether a subtask on v can end inside a step (docs/model.md D34): with
+    `latency: substep`, on the server (its execution, its only phase, starts at the
+    placement step and ends where its work runs out) and, with `phase_changes:
+    carry_over`, on a volunteer (each phase starts where the last ended). Otherwise a
+    subtask's delay counts whole steps."""
+    return P.substep > 0 and (v == 0 or P.carry_over > 0)
+
+
+@kernel
+def step_floor(P, v, x):
+    """A delay x on v, at least one step where delays count whole steps (`in_step`)."""
+    return x if in_step(P, v) else max(1.0, x)
+
+
+@kernel
+def transfer_time(S, P, v, j):
+    """D of subtask j on v (seed 002's communication delay): none on the server (its
+    subtasks start executing, docs/model.md 4.5); on a volunteer the input download and
+    result upload, a step each (D10), or, where a subtask ends inside a step
+    (`in_step`), their data over v's whole links (8 Mbit per MB over its Mbit/s; a
+    transfer's sampled use of the link can be less, so this is the least it takes)."""
+    if v == 0:
+        return 0.0
+    if not in_step(P, v) or S.alloc[v, BAND_IN] <= 0.0 or S.alloc[v, BAND_OUT] <= 0.0:
+        return TRANSFER_S
+    return 8.0 * P.sub_in_mb[j] / S.alloc[v, BAND_IN] + 8.0 * P.sub_out_mb[j] / S.alloc[v, BAND_OUT]
+
+
+@kernel
 def _servers(cores):
     return max(1, int(round(cores)))
 
@@ -254,27 +285,28 @@ def _edge_node(S, P, R, i, j, t):
 
 
 @kernel
-def tier_estimates(S, P, R, i, j, t, out):
-    """out[tier, (hybrid, model, queue)] for user i's subtask j."""
+def tier_estimates(S, P, R, i, j, t, out, edge):
+    """out[tier, (hybrid, model, queue)] for user i's subtask j; `edge` the volunteer the
+    edge tier would use (-1 none: its transfers are taken as i's)."""
     window = min(R.po[K_WINDOW], t + 1.0)
-    prior = max(1.0, P.wk_mean[j, 1])
     n_users = max(S.n_on[0], 1)
     for tier in range(N_TIERS):
         if tier == LOCAL:
             c = _servers(S.alloc[i, CPU] / 100.0)
             lam = R.ai[AI_SUM + LOCAL] / window / n_users  # per device
             q = R.nq[i]
-            transfer = TRANSFER_S
+            transfer = transfer_time(S, P, i, j)
         elif tier == EDGE:
             c = _servers(R.af[AF_USER_CORES] - S.alloc[i, CPU] / 100.0)
             lam = R.ai[AI_SUM + EDGE] / window
             q = R.af[AF_USER_Q] - R.nq[i]
-            transfer = TRANSFER_S
+            transfer = transfer_time(S, P, edge if edge >= 0 else i, j)
         else:
             c = _servers(S.alloc[0, CPU] / 100.0)
             lam = R.ai[AI_SUM + CLOUD] / window
             q = R.nq[0]
             transfer = 0.0
+        prior = step_floor(P, 0 if tier == CLOUD else i, P.wk_mean[j, 1])
         scv = mix_scv(P, R, tier, j) if R.po[K_SCV_MIX] > 0.0 else law_scv(P, j)
         mean_s, scv = service_stats(R, tier, prior, scv)
         h, m, qq = tier_estimate(R, c, lam, q, mean_s, scv, transfer)
@@ -299,24 +331,17 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
         n_av += nodes[k] >= 0
     if n_av == 0:
         return -1
-    tier_estimates(S, P, R, i, j, t, est)
+    tier_estimates(S, P, R, i, j, t, est, nodes[EDGE])
     for k in range(N_TIERS):
         est[k, 3] = math.nan  # the router's own prediction, if it makes one (below)
-    if mode == JSQ:  # the candidate with the fewest subtasks, over every eligible node
-        best, best_q = -1, 1 << 62
-        for idx in range(S.hd_n[j] + 1):
-            v = candidate(S, j, idx)
-            if R.nq[v] < best_q and fits(S, P, v, j, t):
-                best, best_q = v, R.nq[v]
-        return best
-    if mode == JSQ_S:
-        return jsq_s_choose(S, P, R, j, t, est, nodes)
+    if mode == JSQ or mode == JSQ_S:
+        return jsq_choose(S, P, R, j, t, est, nodes, mode == JSQ_S)
     if mode == LA_IMR:
         best, best_l = -1, math.inf
         for k in (LOCAL, EDGE, CLOUD):
             if nodes[k] < 0:
                 continue
-            est[k, 3] = la_imr_latency(R, est[k, 4], est[k, 5], est[k, 6], 0.0 if k == CLOUD else TRANSFER_S)
+            est[k, 3] = la_imr_latency(R, est[k, 4], est[k, 5], est[k, 6], transfer_time(S, P, nodes[k], j))
         for k in (LOCAL, EDGE, CLOUD):
             if nodes[k] >= 0 and est[k, 3] <= R.po[KL_BUDGET]:
                 return nodes[k]
@@ -340,28 +365,31 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
 
 
 @kernel
-def jsq_s_delay(S, P, R, v, j):
-    """JSQ-S's measure of v for subtask j (seed 002's JSQ scaled by the servers), in
-    seconds so that the transfers count: (subtasks on v + 1) / v's cores x j's mean work
-    on one core, plus the input download and result upload on a user node. The + 1 is
-    the new subtask: without it every idle node scores 0 whatever its size. The mean work
-    is j's on v (a volunteer's volunteer factor, D29)."""
+def jsq_delay(S, P, R, v, j, scaled):
+    """JSQ's measure of v for subtask j, in seconds so that the transfers count (seed 002
+    names JSQ and JSQ-S, the queue scaled by the servers, without their delay terms):
+    (subtasks on v + 1) x j's mean work on one core of v (a volunteer's volunteer
+    factor, D29; at least one step where delays count whole steps, `step_floor`), divided
+    by v's cores when `scaled` (JSQ-S), plus the transfers on a user node
+    (`transfer_time`). The + 1 is the new subtask: without it every idle node scores 0
+    whatever its size."""
     cores = S.alloc[v, CPU] / 100.0
     if cores <= 0.0:
         return math.inf
-    return (R.nq[v] + 1.0) / cores * max(1.0, work_mean(S, P, v, j, 1)) + (0.0 if v == 0 else TRANSFER_S)
+    q = (R.nq[v] + 1.0) / cores if scaled else R.nq[v] + 1.0
+    return q * step_floor(P, v, work_mean(S, P, v, j, 1)) + transfer_time(S, P, v, j)
 
 
 @kernel
-def jsq_s_choose(S, P, R, j, t, est, nodes):
-    """The eligible node (any tier) with the least `jsq_s_delay`, ties drawn uniformly
+def jsq_choose(S, P, R, j, t, est, nodes, scaled):
+    """The eligible node (any tier) with the least `jsq_delay`, ties drawn uniformly
     (reservoir sampling); est[k, 3] of the chosen node's tier is its measure."""
     best, best_d, n_tied = -1, math.inf, 0
     for idx in range(S.hd_n[j] + 1):
         v = candidate(S, j, idx)
         if not fits(S, P, v, j, t):
             continue
-        d = jsq_s_delay(S, P, R, v, j)
+        d = jsq_delay(S, P, R, v, j, scaled)
         if d < best_d:
             best, best_d, n_tied = v, d, 1
         elif d == best_d and d < math.inf:
@@ -449,8 +477,10 @@ def oracle_delay(S, P, v, j, t):
         w *= 1.0 - S.b_done[join]
     else:
         w = work_mean(S, P, v, j, 1)
-    ex = max(1.0, float(math.ceil(ps_finish(rem, n, cores, w))))
-    return ex + (0.0 if v == 0 else TRANSFER_S)
+    ex = ps_finish(rem, n, cores, w)
+    if not in_step(P, v):  # the subtask is seen done at the end of a step
+        ex = max(1.0, float(math.ceil(ex)))
+    return ex + transfer_time(S, P, v, j)
 
 
 @kernel
@@ -502,7 +532,7 @@ def tier_place(S, P, t, args):
                 continue
             decided = True
             tier = CLOUD if v == 0 else (LOCAL if v == i else EDGE)
-            transfer = 0 if v == 0 else int(TRANSFER_S)
+            transfer = int(round(transfer_time(S, P, v, j) * TRANSFER_UNIT))
             # a placement that finds a free server measures the service time alone
             cores = S.alloc[v, CPU] / 100.0
             tag = tier + N_TIERS * transfer if R.nq[v] < _servers(cores) else -1

@@ -62,6 +62,9 @@ HERDING_FIELDS = ("max_placed_one_node", "server_free_volunteer_over", "max_volu
 # times learned from completions whose placement carried a tag (queue-aware routers)
 AF_SVC = 0
 N_TIERS = 3
+# a placement's tag counts its transfer time in these units per second (microseconds;
+# `learn_service`), so that a transfer below the step (docs/model.md D34) is kept
+TRANSFER_UNIT = 1e6
 # R.af[AF_MIX + tier * n_sub + j]: subtasks j completed on each tier (tier routers, issue
 # 34: the mix a tier serves, for its service SCV); after the queue-aware layout
 AF_MIX = 12
@@ -205,7 +208,7 @@ def fits(S, P, v, j, t):
 @kernel
 def route_assign(S, P, R, i, p, v, t, dec, tag=-1, j=-1):
     """Assign slot p of user i's request to v and remember it (for feedback); `dec` is
-    its decision-log row (-1 none), `tag` = tier + 3 * offset for service learning
+    its decision-log row (-1 none), `tag` = tier + 3 * transfer (microseconds) for service learning
     (-1 none, see `learn_service`), `j` the variant serving it (-1: the requested
     subtask; docs/model.md D24)."""
     assign(S, P, i, p, v, t, j)
@@ -262,9 +265,10 @@ def record_herding(S, R, t):
 @kernel
 def learn_service(R, tag, latency):
     """A service-time sample for tier tag % 3 (Welford's update); tag // 3 is the
-    transfer time to subtract from the latency (s)."""
+    transfer time to subtract from the latency, in microseconds (whole steps are exact:
+    2,000,000 / 1e6 is 2.0)."""
     tier = tag % N_TIERS
-    x = max(latency - tag // N_TIERS, 0.0)
+    x = max(latency - (tag // N_TIERS) / TRANSFER_UNIT, 0.0)
     o = AF_SVC + 3 * tier
     R.af[o] += 1.0
     d = x - R.af[o + 1]
