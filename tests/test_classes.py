@@ -191,3 +191,27 @@ def test_the_shipped_three_class_config_runs_and_records_per_class(tmp_path):
     assert ds["class_online_users"].dims == ("time", "user_class") and ds["class_online_users"].attrs["units"] == "1"
     assert ds["user_energy"].attrs["units"] == "J" and ds["server_energy"].attrs["units"] == "J"
     assert int(ds["class_online_users"].sum()) == int(ds["online_users"].sum()) > 0
+
+
+def test_an_override_names_a_class_by_its_number(synthetic_model, tmp_path):
+    """`--set users.classes.N.key=...` reaches a class's keys (docs/usage.md, "User
+    classes"); the shares are checked on the overridden config, and a class that is not
+    in the list is refused naming it."""
+    import yaml
+
+    from gmm_volunteer.run.config import load_config
+
+    path = tmp_path / "three.yaml"
+    path.write_text(yaml.safe_dump({"steps": 10, "users": _users(10, THREE), "server": {"capacity": 1.0},
+                                   "model": str(synthetic_model)}))
+    cfg = load_config(path, ["users.classes.0.share=0.4", "users.classes.1.share=0.4",
+                             "users.classes.2.power.full_w=90"])
+    assert [c.share for c in cfg.users.classes] == [0.4, 0.4, 0.2]
+    assert cfg.users.classes[2].power.full_w == 90 and cfg.users.classes[2].power.idle_w == 40
+    assert cfg.users.classes[0].work_scale == 3.0  # the rest of the entry as written
+    for override, problem in [("users.classes.0.share=0.4", "users.classes: the shares must sum to 1"),
+                              ("users.classes.3.share=0.1", "users.classes.3"),
+                              ("users.classes.0.colour=red", "users.classes.0.colour: unknown")]:
+        with pytest.raises(ConfigError) as err:
+            load_config(path, [override])
+        assert problem in str(err.value), (override, str(err.value))
