@@ -57,5 +57,5 @@ OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE, OP_SCORE_UPDATE = (
 # NaN for routers that predict none). Their CF units: the step is seconds since the run
 # start, node and tier are codes.
 DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized",
-                   "predicted_router")
-DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s", "s")
+                   "predicted_router", "subtask_type", "rate_per_server")
+DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s", "s", "1", "s-1")

@@ -69,8 +69,10 @@ TRANSFER_UNIT = 1e6
 # 34: the mix a tier serves, for its service SCV); after the queue-aware layout
 AF_MIX = 12
 # decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
-# queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
-D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER = range(8)
+# queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done),
+# the router's own prediction; (issue 51) the subtask type (bundle order) and the chosen
+# tier's arrival rate per server as the router saw it, what seed 001's law is fitted on
+D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER, D_SUBTYPE, D_RATE = range(10)
 # whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
 # over every decision of a tier router that completed (issue 22: not only the logged ones)
 TIER_NAMES = ("local", "edge", "cloud")
