@@ -23,8 +23,9 @@ latencies; the router then applied it to subtasks on every tier, per core. Here:
    own whole-run error (`routing_metrics.whole_run_mape`, estimator "router") is given
    for each: the held-out error of both in operation.
 
-Command: ``python -m gmm_volunteer.experiments.tier_latency_fit CONFIG -o FILE.yaml``;
-FILE.yaml holds ``tier_laws`` for ``scheduler_options`` and the tables.
+Command: ``python -m gmm_volunteer.experiments.tier_latency_fit CONFIG -o FILE.yaml
+[--table RESULT.md]``; FILE.yaml holds ``tier_laws`` for ``scheduler_options`` and the
+tables, RESULT.md the two tables as a committed result file (docs/results/README.md).
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def main(argv=None) -> int:
                     help="the single law to compare (default section 7.1's)")
     ap.add_argument("--budget", type=float, default=3.0, help="the routers' budget_s in the held-out runs")
     ap.add_argument("--min-points", type=int, default=50, help="training decisions a pair needs for a law")
+    ap.add_argument("--table", help="also write the tables as a result file (e.g. docs/results/NAME.md)")
     args = ap.parse_args(argv)
     from gmm_volunteer.run.config import ConfigError
 
@@ -215,6 +217,8 @@ def main(argv=None) -> int:
         ap.error(f"--warmup: must be in [0, --steps), got {args.warmup}")
     if out.is_dir():
         ap.error(f"-o {args.output}: is a directory")
+    if args.table is not None and Path(args.table).is_dir():
+        ap.error(f"--table {args.table}: is a directory")
     if args.budget <= 0 or args.min_points < 4:
         ap.error("--budget must be > 0 and --min-points at least 4")
     try:
@@ -236,7 +240,35 @@ def main(argv=None) -> int:
     print()
     print(operation_table(result["operation"]))
     print(f"wrote {out}")
+    if args.table is not None:
+        print(f"wrote {write_result(args, argv, result)}")
     return 0
+
+
+def write_result(args, argv, result) -> Path:
+    """The fit and the held-out comparison as one result file (docs/results/README.md)."""
+    import shlex
+
+    from gmm_volunteer import __version__
+    from gmm_volunteer.io import resultfile
+    from gmm_volunteer.io.bundlefiles import load_bundle
+    from gmm_volunteer.model.bundle import bundle_digest
+    from gmm_volunteer.trajectory import TRAJECTORY_VERSION, policy_key, policy_trajectory_version
+
+    cfg = run_config(args.config, *args.train[0], args.steps, args.seed)
+    name = resultfile.bundle_name(str(cfg.model)) or str(cfg.model)
+    keys = [policy_key("scheduler", s) for s in ("random", "la_imr")] + [policy_key("autoscaler", "fixed")]
+    ops = result["operation"]
+    note = "; ".join(f"{r['users']} users, server {r['server_capacity']:g}, {r['law']} law: router error "
+                     f"{100 * r['all']:.1f} %" for r in ops)
+    return resultfile.write(args.table, table(result["points"]) + "\n\n" + operation_table(ops),
+                            command=shlex.join(["python", "-m", "gmm_volunteer.experiments.tier_latency_fit",
+                                                *(argv if argv is not None else sys.argv[1:])]),
+                            bundles={name: bundle_digest(load_bundle(cfg.model))}, gmmv_version=__version__,
+                            trajectory_version=TRAJECTORY_VERSION, note=note,
+                            title="LA-IMR's router law per (subtask type, tier): fit, held-out error "
+                                  "(docs/experiments.md section 7.5)",
+                            policies={k: policy_trajectory_version(k) for k in keys})
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from gmm_volunteer.model.constants import DECISION_FIELD_UNITS_LAW, DECISION_FIELDS_LAW
 from gmm_volunteer.policies.base import OPTIONS_CONFIG
 from gmm_volunteer.policies.queue_aware import (
     LA_IMR,
@@ -57,6 +58,8 @@ class LaImrRouter(TierRouter):
     mode = LA_IMR
     downloads = tier_downloads
     place = tier_place
+    # each decision's subtask type and tier rate too, what its laws read (D41)
+    decision_fields, decision_field_units = DECISION_FIELDS_LAW, DECISION_FIELD_UNITS_LAW
 
     def scratch_sizes(self, params):
         nf, ni = super().scratch_sizes(params)

@@ -559,8 +559,9 @@ def tier_place(S, P, t, args):
                 R.dlog[d, D_PRED_MODEL] = est[tier, 1]
                 R.dlog[d, D_PRED_QUEUE] = est[tier, 2]
                 R.dlog[d, D_PRED_ROUTER] = est[tier, 3]
-                R.dlog[d, D_SUBTYPE] = P.sub_type[j]
-                R.dlog[d, D_RATE] = est[tier, 5] / est[tier, 4]
+                if R.dlog.shape[1] > D_RATE:  # routers that log seed 001's law inputs (D41)
+                    R.dlog[d, D_SUBTYPE] = P.sub_type[j]
+                    R.dlog[d, D_RATE] = est[tier, 5] / est[tier, 4]
             route_assign(S, P, R, i, p, v, t, dec, tag)
             R.pl_tier[i, p] = tier
             R.pp[i, p, 0] = est[tier, 0]
