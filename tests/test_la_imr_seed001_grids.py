@@ -67,3 +67,17 @@ def test_la_imr_runs_the_committed_laws_and_scales_on_routed_load():
             assert got[k] == pytest.approx(want[k], rel=1e-5, abs=1e-9)
     assert cfg.autoscaler_options["load"] == "routed"
     assert np.isclose(cfg.scheduler_options["budget_s"], cfg.autoscaler_options["budget"])
+
+
+def test_router_ablation_grid_has_the_bursty_grids_bursts_and_laws():
+    grid = load_grid(CONFIGS / "la_imr_bursts_router.yaml")
+    bursty = _runs("la_imr_bursts.yaml")
+    for spec in grid.runs():
+        cfg, u, s = spec.config, spec.coords["users"], spec.coords["seed"]
+        ref = bursty[("la_imr", u, s)]
+        assert cfg.demand.bursts == ref.demand.bursts and cfg.steps == ref.steps
+        assert cfg.autoscaler == "la_imr" and cfg.autoscaler_options == ref.autoscaler_options
+        if spec.coords["scheduler"] == "la_imr":
+            assert cfg.scheduler_options == ref.scheduler_options
+        else:
+            assert cfg.scheduler == "centralized"

@@ -84,3 +84,20 @@ def test_router_refuses_a_law_for_an_unknown_subtask_type(synthetic_model):
     law = {"subtask_type": 99, "tier": "cloud", "alpha": 0.4, "beta": 0.7, "gamma": 1.3}
     with pytest.raises(ValueError, match="subtask_type 99"):
         _run(synthetic_model, "la_imr", {"tier_laws": [law]}, steps=5, users=3)
+
+
+def test_cli_refuses_bad_input_before_any_run(tmp_path, capsys):
+    from gmm_volunteer.experiments.tier_latency_fit import main
+
+    out = tmp_path / "laws.yaml"
+    with pytest.raises(SystemExit) as exc:
+        main(["missing.yaml", "-o", str(out), "--table", str(tmp_path / "t.md")])
+    assert exc.value.code == 2 and "--operation-table" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["missing.yaml", "-o", str(out), "--train", "500:0"])
+    assert exc.value.code == 2 and "500:0" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server: {allocation: nowhere}\n")
+    assert main([str(bad), "-o", str(out)]) == 2
+    assert "allocation" in capsys.readouterr().err
+    assert not out.exists()

@@ -24,8 +24,9 @@ latencies; the router then applied it to subtasks on every tier, per core. Here:
    for each: the held-out error of both in operation.
 
 Command: ``python -m gmm_volunteer.experiments.tier_latency_fit CONFIG -o FILE.yaml
-[--table RESULT.md]``; FILE.yaml holds ``tier_laws`` for ``scheduler_options`` and the
-tables, RESULT.md the two tables as a committed result file (docs/results/README.md).
+[--table FIT.md --operation-table HELD_OUT.md]``; FILE.yaml holds ``tier_laws`` for
+``scheduler_options`` and the tables; FIT.md and HELD_OUT.md are the two tables as
+committed result files (docs/results/README.md).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gmm_volunteer.experiments.latency_fit import add_run_arguments, checked_output, fit_parser
 from gmm_volunteer.policies.routing import D_RATE, D_REAL, D_SUBTYPE, D_T, D_TIER, ESTIMATOR_NAMES, TIER_NAMES
 
 
@@ -192,33 +194,30 @@ def _setting(text):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gmm_volunteer.experiments.tier_latency_fit",
-                                 description="Fit LA-IMR's router law per (subtask type, tier) and compare "
-                                             "its held-out error with the single law (docs/experiments.md 7.5).")
-    ap.add_argument("config", help="run config (scheduler, autoscaler, users and server capacity replaced)")
-    ap.add_argument("-o", "--output", required=True, help="YAML file for the laws and the tables")
+    ap = fit_parser("tier_latency_fit", "Fit LA-IMR's router law per (subtask type, tier) and compare its "
+                    "held-out error with the single law (docs/experiments.md 7.5).",
+                    "run config (scheduler, autoscaler, users and server capacity replaced)",
+                    "YAML file for the laws and the tables")
     ap.add_argument("--train", type=_setting, nargs="+", default=[(500, 2.0), (1000, 2.0), (500, 4.0), (1000, 4.0)],
                     help="training settings USERS:SERVER_CAPACITY")
     ap.add_argument("--test", type=_setting, nargs="+", default=[(2000, 2.0), (2000, 4.0)],
                     help="held-out settings USERS:SERVER_CAPACITY")
-    ap.add_argument("--steps", type=int, default=900)
-    ap.add_argument("--warmup", type=int, default=120)
-    ap.add_argument("--seed", type=int, default=0)
+    add_run_arguments(ap, 900, 120)
     ap.add_argument("--single", type=float, nargs=3, default=[0.0, 2.3735, 0.1670], metavar=("ALPHA", "BETA", "GAMMA"),
                     help="the single law to compare (default section 7.1's)")
     ap.add_argument("--budget", type=float, default=3.0, help="the routers' budget_s in the held-out runs")
     ap.add_argument("--min-points", type=int, default=50, help="training decisions a pair needs for a law")
-    ap.add_argument("--table", help="also write the tables as a result file (e.g. docs/results/NAME.md)")
+    ap.add_argument("--table", help="also write the fit's table as a result file (e.g. docs/results/NAME.md)")
+    ap.add_argument("--operation-table", help="and the held-out routers' errors as another (with --table)")
     args = ap.parse_args(argv)
     from gmm_volunteer.run.config import ConfigError
 
-    out = Path(args.output)
-    if not 0 <= args.warmup < args.steps:
-        ap.error(f"--warmup: must be in [0, --steps), got {args.warmup}")
-    if out.is_dir():
-        ap.error(f"-o {args.output}: is a directory")
-    if args.table is not None and Path(args.table).is_dir():
-        ap.error(f"--table {args.table}: is a directory")
+    out = checked_output(ap, args)
+    if (args.table is None) != (args.operation_table is None):
+        ap.error("--table and --operation-table go together")
+    for f in (args.table, args.operation_table):
+        if f is not None and Path(f).is_dir():
+            ap.error(f"{f}: is a directory")
     if args.budget <= 0 or args.min_points < 4:
         ap.error("--budget must be > 0 and --min-points at least 4")
     try:
@@ -241,12 +240,13 @@ def main(argv=None) -> int:
     print(operation_table(result["operation"]))
     print(f"wrote {out}")
     if args.table is not None:
-        print(f"wrote {write_result(args, argv, result)}")
+        for path in write_results(args, argv, result):
+            print(f"wrote {path}")
     return 0
 
 
-def write_result(args, argv, result) -> Path:
-    """The fit and the held-out comparison as one result file (docs/results/README.md)."""
+def write_results(args, argv, result) -> list[Path]:
+    """The fit and the held-out comparison as two result files (docs/results/README.md)."""
     import shlex
 
     from gmm_volunteer import __version__
@@ -261,14 +261,16 @@ def write_result(args, argv, result) -> Path:
     ops = result["operation"]
     note = "; ".join(f"{r['users']} users, server {r['server_capacity']:g}, {r['law']} law: router error "
                      f"{100 * r['all']:.1f} %" for r in ops)
-    return resultfile.write(args.table, table(result["points"]) + "\n\n" + operation_table(ops),
-                            command=shlex.join(["python", "-m", "gmm_volunteer.experiments.tier_latency_fit",
-                                                *(argv if argv is not None else sys.argv[1:])]),
-                            bundles={name: bundle_digest(load_bundle(cfg.model))}, gmmv_version=__version__,
-                            trajectory_version=TRAJECTORY_VERSION, note=note,
-                            title="LA-IMR's router law per (subtask type, tier): fit, held-out error "
-                                  "(docs/experiments.md section 7.5)",
-                            policies={k: policy_trajectory_version(k) for k in keys})
+    head = dict(command=shlex.join(["python", "-m", "gmm_volunteer.experiments.tier_latency_fit",
+                                    *(argv if argv is not None else sys.argv[1:])]),
+                bundles={name: bundle_digest(load_bundle(cfg.model))}, gmmv_version=__version__,
+                trajectory_version=TRAJECTORY_VERSION, policies={k: policy_trajectory_version(k) for k in keys})
+    return [resultfile.write(args.table, table(result["points"]), **head,
+                             title="LA-IMR's router law per (subtask type, tier): fit and held-out error per "
+                                   "pair (docs/experiments.md section 7.5)"),
+            resultfile.write(args.operation_table, operation_table(ops), note=note, **head,
+                             title="LA-IMR's router error at held-out loads, single law against the laws per "
+                                   "(subtask type, tier) (docs/experiments.md section 7.5)")]
 
 
 if __name__ == "__main__":
