@@ -410,11 +410,9 @@ def la_imr_latency(P, R, c, lam, mean_s, transfer, tier, j):
     service time mean_s: the processing term (the affine power law of the per-server
     rate, eqs. 7-8, or eq. 5 with U = max(floor, lam s / c) and S = 1), plus the
     Erlang-C M/M/c wait (eq. 12; Allen-Cunneen with both SCVs 1 is Erlang C), plus the
-    network term (the transfer steps). docs/routing.md section 6.3.
-
-    With a law calibrated for (subtask j's type, tier) (option ``tier_laws``, stored
-    after the tier mix in R.af, docs/model.md D41): alpha + beta (lam / c)^gamma alone,
-    fitted on that tier's realized subtask delays, which hold its wait and transfers."""
+    network term (the transfer steps); docs/routing.md section 6.3. A law fitted for (j's
+    type, tier) on its realized delays (``tier_laws``, after the tier mix in R.af, D41)
+    replaces all three: alpha + beta (lam / c)^gamma."""
     o = AF_MIX + N_TIERS * P.n_sub + 3 * (P.sub_type[j] * N_TIERS + tier)
     if R.af.shape[0] >= o + 3 and not math.isnan(R.af[o]):
         return R.af[o] + R.af[o + 1] * (lam / c) ** R.af[o + 2]
