@@ -80,10 +80,23 @@ def test_router_predicts_with_the_calibrated_law(synthetic_model):
     assert np.isfinite(d[:, D_REAL]).any()
 
 
-def test_router_refuses_a_law_for_an_unknown_subtask_type(synthetic_model):
+def test_router_refuses_a_law_for_an_unknown_subtask_type(synthetic_model, tmp_path, capsys):
+    """Before any work: the run's preflight exits 2 naming the key, and writes nothing."""
+    import yaml
+
+    from gmm_volunteer.cli.commands import main
+
     law = {"subtask_type": 99, "tier": "cloud", "alpha": 0.4, "beta": 0.7, "gamma": 1.3}
-    with pytest.raises(ValueError, match="subtask_type 99"):
+    with pytest.raises(ValueError, match="tier_laws.0.subtask_type: 99"):
         _run(synthetic_model, "la_imr", {"tier_laws": [law]}, steps=5, users=3)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"steps": 5, "model": str(synthetic_model), "users": {"count": 3},
+                                   "server": {"capacity": 1}, "scheduler": "la_imr",
+                                   "scheduler_options": {"tier_laws": [law]}}))
+    out = tmp_path / "out.zarr"
+    assert main(["run", str(cfg), "-o", str(out), "-q"]) == 2
+    assert "tier_laws.0.subtask_type: 99" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_cli_refuses_bad_input_before_any_run(tmp_path, capsys):

@@ -67,15 +67,20 @@ class LaImrRouter(TierRouter):
             return nf, ni
         return nf + 3 * N_TIERS * int(params.n_types), ni  # (alpha, beta, gamma) per pair
 
+    def check_params(self, params) -> None:
+        """Refuse a law for a subtask type the bundle does not have (run preflight)."""
+        for k, law in enumerate(self.options.tier_laws):
+            if law.subtask_type >= int(params.n_types):
+                raise ValueError(f"scheduler_options.tier_laws.{k}.subtask_type: {law.subtask_type} is not a "
+                                 f"subtask type of the model (it has {int(params.n_types)}, 0-based)")
+
     def prepare(self, params, steps: int) -> None:
         super().prepare(params, steps)
         if not self.options.tier_laws:
             return
+        self.check_params(params)
         base = len(self._R.af) - 3 * N_TIERS * int(params.n_types)
         self._R.af[base:] = np.nan  # no law: the single law
         for law in self.options.tier_laws:
-            if law.subtask_type >= int(params.n_types):
-                raise ValueError(f"scheduler_options.tier_laws: subtask_type {law.subtask_type} is not a "
-                                 f"subtask type of the model (it has {int(params.n_types)})")
             o = base + 3 * (law.subtask_type * N_TIERS + TIERS.index(law.tier))
             self._R.af[o:o + 3] = (law.alpha, law.beta, law.gamma)
