@@ -30,12 +30,18 @@ TRAJECTORY_VERSION = "0.6.0"
 # oracle (the server's batches in its true delay), queue_aware and model_only (C_s^2 of the
 # mix a tier serves); the other tier routers decide as before but log the changed
 # estimates and the delay they decide by (jsq, random, edge_first, queue_only, la_imr).
-# Issue 51: jsq (the new subtask and the transfers counted, in seconds; random ties).
+# Issue 51: jsq (the new subtask and the transfers counted, in seconds; random ties);
+# random and la_imr log each decision's subtask type and tier rate (la_imr decides as
+# before without `tier_laws`); the capacity_rule and la_imr autoscalers count the load
+# routed to the server (D41; the same units as before when every subtask runs there,
+# as under centralized).
 POLICY_TRAJECTORY_VERSIONS = {
     "scheduler": {
         "asrb": "0.8.0", "jsq_s": "0.8.0", "oracle": "0.8.0", "queue_aware": "0.8.0", "model_only": "0.8.0",
-        "jsq": "0.10.0", "random": "0.8.0", "edge_first": "0.8.0", "queue_only": "0.8.0", "la_imr": "0.8.0",
+        "jsq": "0.10.0", "edge_first": "0.8.0", "queue_only": "0.8.0",
+        "random": "0.11.0", "la_imr": "0.11.0",
     },
+    "autoscaler": {"capacity_rule": "0.11.0", "la_imr": "0.11.0"},
 }
 # the run attributes that name a policy (a config's policy keys)
 POLICY_KINDS = ("scheduler", "executor", "autoscaler")

@@ -37,7 +37,8 @@ def fake_arrays(steps=2000, users=10):
         srv_cap=np.zeros(5), rq_count=np.zeros(users + 1, np.int64), n_lg=np.zeros(1, np.int64),
         lg_end=np.zeros(10000, np.int64), lg_time=np.zeros(10000), lg_start=np.zeros(10000, np.int64),
         lg_out=np.zeros(10000, np.int8), ser_scons=np.zeros((steps, 5), np.float32),
-        ser_salloc=np.ones((steps, 5), np.float32), ser_work=np.zeros((steps, 2), np.float32))
+        ser_salloc=np.ones((steps, 5), np.float32), ser_work=np.zeros((steps, 2), np.float32),
+        ser_ev=np.zeros((steps, 2, 5), np.int32))
 
 
 def plane(policy, capacity=2.0, **opts):
@@ -127,6 +128,7 @@ def test_monitor_period_lag_and_window():
     assert obs.latency[0.5] == pytest.approx(7.0)  # numpy linear quantile of [3, 11]
     assert obs.utilization[2] == pytest.approx(0.25)
     assert obs.server_work == pytest.approx(5.0)
+    assert obs.server_starts == 0 and obs.starts == 0 and obs.routed_share == 1.0
     assert mon.visible(16) is None and mon.visible(17) is obs
     # 40 s later the two completions have left the 30 s window
     a.rq_count[1:5] = 2
@@ -181,6 +183,47 @@ def test_capacity_rule_arithmetic():
     assert cr.desired(o, 8, 20) == first
     e = Ewma(0.25)
     assert [e.update(x) for x in (4.0, 8.0)] == [4.0, 5.0]
+
+
+def test_routed_load_counts_the_server_share_of_placements():
+    """The monitor counts subtask placements on the server (node class 0) and on every
+    node; `load: routed` scales lambda by the server's share of them, and R by its
+    inverse (D41); `load: all` counts every request (the behaviour before 0.11.0)."""
+    a = fake_arrays()
+    mon = Monitor(period=10, lag=0, window=30)
+    mon.start(a)
+    a.rq_count[1:9] = 1  # 8 requests in [0, 10)
+    a.ser_ev[3, 0, 0] = 2  # 2 placements on the server, 6 on users' devices
+    a.ser_ev[4, 1, 0] = 6
+    a.ser_ev[12, 0, 0] = 50  # after the scrape: not counted
+    a.ser_work[0:10, 0] = 0.8  # 8 CPU-s on the server
+    obs = mon.scrape(a, 10, units=2)
+    assert (obs.server_starts, obs.starts, obs.routed_share) == (2, 8, 0.25)
+    lam, work = 0.8 * 0.25, 8.0 / (8 * 0.25)  # 2 requests' worth at 4 CPU-s each
+    beta, gamma = 2.0, 0.5
+    for load, want_lam in (("routed", lam), ("all", 0.8)):
+        pol = LaImr(alpha=0.0, beta=beta, gamma=gamma, budget=1.0, ewma=1.0, load=load, min_units=1,
+                    max_units=100)
+        pol.reset(None, None)
+        pol.unit_cores = 2.0
+        got = pol.desired(obs, 1, 10)
+        assert pol.lam.value == pytest.approx(want_lam)
+        assert pol.work.work / pol.work.arrivals == pytest.approx(work if load == "routed" else 1.0)
+        # the fewest units whose law is within the budget, at this load's rate
+        w = work if load == "routed" else 1.0
+        assert got == fewest_units(want_lam, 2.0 / w, 1.0, 1, 100, 0.0, beta, gamma)
+    # routed and all differ here: 0.2 and 0.8 requests/s need 1 and 4 units
+    assert fewest_units(lam, 0.5, 1.0, 1, 100, 0.0, beta, gamma) < fewest_units(0.8, 2.0, 1.0, 1, 100, 0.0,
+                                                                                  beta, gamma)
+    # with every placement on the server the two counts agree bit for bit
+    obs_c = Observation(**{**obs.__dict__, "server_starts": 8})
+    picks = []
+    for load in ("routed", "all"):
+        pol = LaImr(alpha=0.0, beta=beta, gamma=gamma, budget=1.0, ewma=1.0, load=load)
+        pol.reset(None, None)
+        pol.unit_cores = 2.0
+        picks.append((pol.desired(obs_c, 1, 10), pol.lam.value, pol.work.work / pol.work.arrivals))
+    assert picks[0] == picks[1]
 
 
 def test_erlang_c_against_its_formula():

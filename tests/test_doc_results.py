@@ -122,8 +122,10 @@ def test_stores_record_the_versions_of_the_policies_they_ran():
     assert merge_policy_versions([{"scheduler:asrb": "0.6.0"}, {"scheduler:asrb": "0.8.0", "scheduler:jsq": "0.8.0"}]) == {
         "scheduler:asrb": "mixed (0.6.0, 0.8.0)", "scheduler:jsq": "0.8.0"}
     assert policy_trajectory_version("scheduler:centralized") == TRAJECTORY_VERSION
-    # la_imr names a router that changed and an autoscaler that did not
-    assert policy_trajectory_version("scheduler:la_imr") != policy_trajectory_version("autoscaler:la_imr")
+    # a version is per kind: capacity_rule names an autoscaler that changed (issue 51) and
+    # no scheduler, which therefore has the engine's version
+    assert policy_trajectory_version("autoscaler:capacity_rule") != policy_trajectory_version("scheduler:capacity_rule")
+    assert policy_trajectory_version("scheduler:capacity_rule") == TRAJECTORY_VERSION
 
 
 def test_a_stale_result_passes_when_the_doc_says_so(tmp_path):

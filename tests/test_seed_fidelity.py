@@ -5,6 +5,8 @@ herding diagnostic; the whole-run estimator error; JSQ-S and the Oracle."""
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -174,16 +176,29 @@ def test_la_imr_router_latency_forms():
     from gmm_volunteer.model.theory import allen_cunneen_wait
     from gmm_volunteer.policies.queue_aware import LaImrRouterOptions, la_imr_latency
 
+    P = ROUTER_P
     c, lam, s, d = 4, 2.0, 1.5, 2.0
     wq = allen_cunneen_wait(c, lam, 1 / s, 1.0, 1.0)
     R = make_R(LaImrRouterOptions(beta=3.0, gamma=2.0))  # affine, alpha = the service time
-    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s + 3.0 * (lam / c) ** 2 + wq + d)
+    assert la_imr_latency(P, R, c, lam, s, d, 2, 0) == pytest.approx(s + 3.0 * (lam / c) ** 2 + wq + d)
     R = make_R(LaImrRouterOptions(alpha=0.5, beta=3.0, gamma=2.0))
-    assert la_imr_latency(R, c, lam, s, 0.0) == pytest.approx(0.5 + 0.75 + wq)
+    assert la_imr_latency(P, R, c, lam, s, 0.0, 2, 0) == pytest.approx(0.5 + 0.75 + wq)
     R = make_R(LaImrRouterOptions(eq5=True, gamma=2.0))  # U = 2 x 1.5 / 4 = 0.75
-    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s * (1 + 0.75 ** 2) + wq + d)
+    assert la_imr_latency(P, R, c, lam, s, d, 2, 0) == pytest.approx(s * (1 + 0.75 ** 2) + wq + d)
     R = make_R(LaImrRouterOptions(eq5=True, gamma=2.0, utilization_floor=0.9))
-    assert la_imr_latency(R, c, lam, s, d) == pytest.approx(s * (1 + 0.9 ** 2) + wq + d)
+    assert la_imr_latency(P, R, c, lam, s, d, 2, 0) == pytest.approx(s * (1 + 0.9 ** 2) + wq + d)
+    # a law calibrated for (subtask type 1, cloud) replaces the whole prediction of that
+    # pair (D41) and no other
+    from gmm_volunteer.policies.queue_aware import AF_MIX, N_TIERS
+    R = make_R(LaImrRouterOptions(beta=3.0, gamma=2.0), nf=AF_MIX + N_TIERS * 2 + 3 * N_TIERS * 2)
+    R.af[AF_MIX + N_TIERS * 2:] = np.nan
+    R.af[AF_MIX + N_TIERS * 2 + 3 * (1 * N_TIERS + 2):][:3] = (0.25, 1.5, 0.5)
+    assert la_imr_latency(P, R, c, lam, s, d, 2, 1) == pytest.approx(0.25 + 1.5 * (lam / c) ** 0.5)
+    assert la_imr_latency(P, R, c, lam, s, d, 1, 1) == pytest.approx(s + 3.0 * (lam / c) ** 2 + wq + d)
+    assert la_imr_latency(P, R, c, lam, s, d, 2, 0) == pytest.approx(s + 3.0 * (lam / c) ** 2 + wq + d)
+
+
+ROUTER_P = namedtuple("RouterParams", "n_sub sub_type")(2, np.array([0, 1], np.int64))
 
 
 def test_la_imr_autoscaler_eq5_and_floor():

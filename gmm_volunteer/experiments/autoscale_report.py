@@ -132,10 +132,18 @@ def summary_table(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def paired_table(ds: xr.Dataset, confidence: float = 0.95) -> pd.DataFrame:
-    """Each scaling autoscaler minus `fixed`, and la_imr minus capacity_rule, per
-    quantity and per request type's P99: mean per-seed difference, bootstrap interval."""
+    """Each scaling autoscaler minus `fixed` (minus `reactive` in a grid without `fixed`,
+    seed 001's baseline, docs/experiments.md 7.5), and la_imr minus capacity_rule, per
+    quantity and per request type's P99: mean per-seed difference, bootstrap interval;
+    per value of any other grid dimension (its first) when the grid has one."""
+    extra = [d for d in ds["run_complete"].dims if d not in ("autoscaler", "seed")]
+    if extra:  # another grid dimension (seed 001's arrival levels, 7.5): a block per value
+        d = extra[0]
+        parts = [paired_table(ds.sel({d: v}, drop=True), confidence) for v in ds[d].values]
+        return pd.concat(parts, keys=[v.item() if hasattr(v, "item") else v for v in ds[d].values], names=[d])
     names = [str(a) for a in ds["autoscaler"].values]
-    pairs = [(a, REFERENCE) for a in names if a != REFERENCE and REFERENCE in names]
+    ref = REFERENCE if REFERENCE in names or "reactive" not in names else "reactive"
+    pairs = [(a, ref) for a in names if a != ref and ref in names]
     pairs += [("la_imr", c) for c in names if "la_imr" in names and c.startswith("capacity_rule")]
     qs = _quantities(ds)
     p99 = analysis.latency_quantile(ds, 0.99)

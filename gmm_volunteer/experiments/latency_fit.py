@@ -147,27 +147,45 @@ def _positive_list(kind):
     return parse
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gmm_volunteer.experiments.latency_fit",
-                                 description="Fit LA-IMR's latency model from fixed-capacity runs and "
-                                             "evaluate it on held-out loads (docs/experiments.md section 7).")
-    ap.add_argument("config", help="run config (its demand profile and autoscaler are replaced)")
-    ap.add_argument("-o", "--output", required=True, help="YAML file for the parameters and the table")
-    ap.add_argument("--units", type=_positive_list(int), nargs="+", default=[12, 24])
-    ap.add_argument("--train-loads", type=_positive_list(float), nargs="+", default=[0.5, 0.75, 1.0])
-    ap.add_argument("--test-loads", type=_positive_list(float), nargs="+", default=[1.5, 2.0])
-    ap.add_argument("--unit", type=_positive_list(float), default=1.0, help="capacity of one unit (x base_profile)")
-    ap.add_argument("--steps", type=_positive_list(int), default=3600)
-    ap.add_argument("--warmup", type=int, default=600)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-    from gmm_volunteer.run.config import ConfigError
+def fit_parser(module: str, description: str, config_help: str, output_help: str) -> argparse.ArgumentParser:
+    """The parser of a fit command (this and tier_latency_fit): a run config and -o."""
+    ap = argparse.ArgumentParser(prog=f"python -m gmm_volunteer.experiments.{module}", description=description)
+    ap.add_argument("config", help=config_help)
+    ap.add_argument("-o", "--output", required=True, help=output_help)
+    return ap
 
+
+def add_run_arguments(ap, steps: int, warmup: int) -> None:
+    """The run-length and seed options the fit commands share (this and tier_latency_fit)."""
+    ap.add_argument("--steps", type=_positive_list(int), default=steps)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def checked_output(ap, args) -> Path:
+    """-o and --warmup checked before any run (exit 2 naming the option)."""
     out = Path(args.output)
     if not 0 <= args.warmup < args.steps:
         ap.error(f"--warmup: must be in [0, --steps), got {args.warmup}")
     if out.is_dir():
         ap.error(f"-o {args.output}: is a directory")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = fit_parser("latency_fit", "Fit LA-IMR's latency model from fixed-capacity runs and evaluate it on "
+                    "held-out loads (docs/experiments.md section 7).",
+                    "run config (its demand profile and autoscaler are replaced)",
+                    "YAML file for the parameters and the table")
+    ap.add_argument("--units", type=_positive_list(int), nargs="+", default=[12, 24])
+    ap.add_argument("--train-loads", type=_positive_list(float), nargs="+", default=[0.5, 0.75, 1.0])
+    ap.add_argument("--test-loads", type=_positive_list(float), nargs="+", default=[1.5, 2.0])
+    ap.add_argument("--unit", type=_positive_list(float), default=1.0, help="capacity of one unit (x base_profile)")
+    add_run_arguments(ap, 3600, 600)
+    args = ap.parse_args(argv)
+    from gmm_volunteer.run.config import ConfigError
+
+    out = checked_output(ap, args)
     if len(args.units) * len(args.train_loads) < 3:
         ap.error("--units x --train-loads: need at least 3 training runs to fit alpha, beta, gamma")
     try:

@@ -59,3 +59,8 @@ OP_METRIC_READ, OP_LATENCY_PROBE, OP_LABEL_UPDATE, OP_SCORE_UPDATE = (
 DECISION_FIELDS = ("step", "node", "tier", "predicted", "predicted_model", "predicted_queue", "realized",
                    "predicted_router")
 DECISION_FIELD_UNITS = ("s", "1", "1", "s", "s", "s", "s", "s")
+# Issue 51: the routers that fit or apply seed 001's law per (subtask type, tier) (random,
+# la_imr) log besides each decision's subtask type and the chosen tier's arrival rate per
+# server as the router saw it (docs/model.md D41).
+DECISION_FIELDS_LAW = DECISION_FIELDS + ("subtask_type", "rate_per_server")
+DECISION_FIELD_UNITS_LAW = DECISION_FIELD_UNITS + ("1", "s-1")

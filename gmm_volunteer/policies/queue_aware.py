@@ -51,6 +51,8 @@ from gmm_volunteer.policies.routing import (
     D_PRED_MODEL,
     D_PRED_QUEUE,
     D_PRED_ROUTER,
+    D_RATE,
+    D_SUBTYPE,
     D_T,
     D_TIER,
     N_TIERS,
@@ -341,7 +343,8 @@ def tier_choose(S, P, R, i, j, t, mode, est, nodes):
         for k in (LOCAL, EDGE, CLOUD):
             if nodes[k] < 0:
                 continue
-            est[k, 3] = la_imr_latency(R, est[k, 4], est[k, 5], est[k, 6], transfer_time(S, P, nodes[k], j))
+            est[k, 3] = la_imr_latency(P, R, est[k, 4], est[k, 5], est[k, 6], transfer_time(S, P, nodes[k], j),
+                                       k, j)
         for k in (LOCAL, EDGE, CLOUD):
             if nodes[k] >= 0 and est[k, 3] <= R.po[KL_BUDGET]:
                 return nodes[k]
@@ -402,12 +405,17 @@ def jsq_choose(S, P, R, j, t, est, nodes, scaled):
 
 
 @kernel
-def la_imr_latency(R, c, lam, mean_s, transfer):
+def la_imr_latency(P, R, c, lam, mean_s, transfer, tier, j):
     """Seed 001's end-to-end latency of a tier with c servers, arrival rate lam and mean
     service time mean_s: the processing term (the affine power law of the per-server
     rate, eqs. 7-8, or eq. 5 with U = max(floor, lam s / c) and S = 1), plus the
     Erlang-C M/M/c wait (eq. 12; Allen-Cunneen with both SCVs 1 is Erlang C), plus the
-    network term (the transfer steps). docs/routing.md section 6.3."""
+    network term (the transfer steps); docs/routing.md section 6.3. A law fitted for (j's
+    type, tier) on its realized delays (``tier_laws``, after the tier mix in R.af, D41)
+    replaces all three: alpha + beta (lam / c)^gamma."""
+    o = AF_MIX + N_TIERS * P.n_sub + 3 * (P.sub_type[j] * N_TIERS + tier)
+    if R.af.shape[0] >= o + 3 and not math.isnan(R.af[o]):
+        return R.af[o] + R.af[o + 1] * (lam / c) ** R.af[o + 2]
     if R.po[KL_EQ5] > 0.0:
         u = max(R.po[KL_FLOOR], lam * mean_s / c)
         proc = mean_s * (1.0 + u ** R.po[KL_GAMMA])
@@ -549,6 +557,9 @@ def tier_place(S, P, t, args):
                 R.dlog[d, D_PRED_MODEL] = est[tier, 1]
                 R.dlog[d, D_PRED_QUEUE] = est[tier, 2]
                 R.dlog[d, D_PRED_ROUTER] = est[tier, 3]
+                if R.dlog.shape[1] > D_RATE:  # routers that log seed 001's law inputs (D41)
+                    R.dlog[d, D_SUBTYPE] = P.sub_type[j]
+                    R.dlog[d, D_RATE] = est[tier, 5] / est[tier, 4]
             route_assign(S, P, R, i, p, v, t, dec, tag)
             R.pl_tier[i, p] = tier
             R.pp[i, p, 0] = est[tier, 0]

@@ -69,8 +69,10 @@ TRANSFER_UNIT = 1e6
 # 34: the mix a tier serves, for its service SCV); after the queue-aware layout
 AF_MIX = 12
 # decision log columns (R.dlog): step, node, tier, predictions (hybrid, model-only,
-# queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done)
-D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER = range(8)
+# queue-only) of the chosen tier's delay, realized delay (NaN until the subtask is done),
+# the router's own prediction; (issue 51) the subtask type (bundle order) and the chosen
+# tier's arrival rate per server as the router saw it, what seed 001's law is fitted on
+D_T, D_NODE, D_TIER, D_PRED, D_PRED_MODEL, D_PRED_QUEUE, D_REAL, D_PRED_ROUTER, D_SUBTYPE, D_RATE = range(10)
 # whole-run estimator error (R.ea[tier, estimator, (sum of |pred - real| / real, count)])
 # over every decision of a tier router that completed (issue 22: not only the logged ones)
 TIER_NAMES = ("local", "edge", "cloud")
@@ -94,7 +96,7 @@ def option_vector(options) -> np.ndarray:
 
 
 def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 1, nf: int = 0,
-                    ni: int = 0, log_size: int = 0) -> RouteState:
+                    ni: int = 0, log_size: int = 0, log_fields: int = len(DECISION_FIELDS)) -> RouteState:
     """A router's state for `n_nodes` nodes, `n_sub` subtask data keys, `steps` steps."""
     V = n_nodes
     mon = new_monitor_arrays(V, steps, monitor_config(options), n_sub)
@@ -112,7 +114,7 @@ def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 
         nq=np.zeros(V, np.int64),
         af=np.zeros(max(nf, 1)),
         ai=np.zeros(max(ni, 1), np.int64),
-        dlog=np.full((max(log_size, 1), len(DECISION_FIELDS)), np.nan),
+        dlog=np.full((max(log_size, 1), log_fields), np.nan),
         dn=np.zeros(2, np.int64),
         hs=np.zeros((max(steps, 1), len(HERDING_FIELDS))),
         pc=np.zeros(V, np.int64),
@@ -123,7 +125,11 @@ def new_route_state(options, n_nodes: int, n_sub: int, steps: int, slots: int = 
 class Router(Scheduler):
     """Base of the routers: a scheduler with a routing state (module docstring).
     Subclasses set ``name``, ``Options``, the hooks and, if they need scratch arrays,
-    `scratch_sizes`; `decision_log_size` > 0 keeps a log of decisions."""
+    `scratch_sizes`; `decision_log_size` > 0 keeps a log of decisions, of the fields
+    ``decision_fields`` (with their units ``decision_field_units``)."""
+
+    decision_fields = DECISION_FIELDS
+    decision_field_units = DECISION_FIELD_UNITS
 
     def reset(self, P, rng: np.random.Generator) -> None:
         self.rng = rng  # the routing state needs the run's length: see prepare
@@ -139,7 +145,7 @@ class Router(Scheduler):
         V, slots = params.n_nodes, params.max_slots
         nf, ni = self.scratch_sizes(params)
         self._R = new_route_state(self.options, V, int(params.n_sub), steps, slots, nf, ni,
-                                  self.decision_log_size())
+                                  self.decision_log_size(), len(self.decision_fields))
         self._args = (self._R,)
 
     def kernel_args(self) -> tuple:
@@ -187,8 +193,8 @@ class Router(Scheduler):
                 "long_name": "routing decisions: predicted and realized subtask delay",
                 "units_coordinate": "decision_field_unit",  # fields differ in unit
                 "decisions_total": int(R.dn[1])})
-            coords["decision_field"] = DECISION_FIELDS
-            coords["decision_field_unit"] = ("decision_field", DECISION_FIELD_UNITS)
+            coords["decision_field"] = self.decision_fields
+            coords["decision_field_unit"] = ("decision_field", self.decision_field_units)
             series["estimator_error"] = (("tier", "estimator", "error_stat"), R.ea.copy(), {
                 "long_name": "delay estimators' absolute relative error over every completed "
                              "decision, summed, and the decisions (per tier of the decision)",

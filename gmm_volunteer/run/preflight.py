@@ -191,7 +191,9 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
                        ("autoscaler", make_autoscaler)):
         try:
             with guard([(kind, getattr(cfg, kind))], "__init__"):  # a plugin's failure: PolicyError
-                make(getattr(cfg, kind), getattr(cfg, f"{kind}_options"))
+                policy = make(getattr(cfg, kind), getattr(cfg, f"{kind}_options"))
+            if hasattr(policy, "check_params"):  # options that name parts of the bundle
+                policy.check_params(params)
         except (ConfigError, PolicyError):
             raise
         except ValueError as exc:  # a built-in policy refusing its options

@@ -10,6 +10,12 @@ fixes it); R_max is the CPU of one unit in cores (unit x base_profile.cpu / 100)
 No latency target enters: the rule keeps the server's CPU utilization near
 ``rho_target``.
 
+``load`` (issue 51, docs/model.md D41) says which arrivals lambda and R count: ``routed``
+(default), the requests' worth of load routed to the server, the arrival rate times the
+share of the period's subtask placements that went to the server (`Observation.routed_share`);
+``all``, every request wherever its subtasks ran (before 0.11.0). With every subtask on
+the server (the centralized scheduler) the share is exactly 1 and the two agree bit for bit.
+
 Caveat (docs/model.md D17): work of requests abandoned before their subtasks finished
 is never counted, so R is underestimated while the server is overloaded.
 """
@@ -17,16 +23,22 @@ is never counted, so R is underestimated while the server is overloaded.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import Field
 
 from gmm_volunteer.policies.autoscalers.base import Autoscaler, AutoscalerOptions
 
 
+# Which arrivals an estimating autoscaler counts (module docstring; D41).
+LoadCount = Literal["routed", "all"]
+
+
 class CapacityRuleOptions(AutoscalerOptions):
     rho_target: float = Field(0.7, gt=0, le=1)
     ewma: float = Field(0.3, gt=0, le=1)  # weight of the newest arrival-rate scrape
     work_per_request: float | None = Field(None, gt=0)  # CPU-s; None = measured
+    load: LoadCount = "routed"
 
 
 def capacity_rule_units(lam: float, work: float, rho_target: float, unit_cores: float) -> int:
@@ -51,14 +63,15 @@ class WorkPerRequest:
     """Cumulative server CPU-seconds over cumulative arrivals, from the scrapes seen
     (each counted once: `seen` is the step of the last scrape counted)."""
 
-    def __init__(self):
-        self.work, self.arrivals, self.seen = 0.0, 0, None
+    def __init__(self, routed: bool = False):
+        self.work, self.arrivals, self.seen, self.routed = 0.0, 0, None, routed
 
     def update(self, obs) -> float | None:
         if obs.time != self.seen:
             self.seen = obs.time
             self.work += obs.server_work
-            self.arrivals += obs.arrivals
+            # routed: the requests' worth routed to the server (module docstring)
+            self.arrivals += obs.arrivals * obs.routed_share if self.routed else obs.arrivals
         return self.work / self.arrivals if self.arrivals > 0 and self.work > 0 else None
 
 
@@ -70,7 +83,7 @@ class EstimatingAutoscaler(Autoscaler):
 
     def reset_state(self) -> None:
         self.lam = Ewma(self.options.ewma)
-        self.work = WorkPerRequest()
+        self.work = WorkPerRequest(self.options.load == "routed")
         self.seen = None  # step of the last scrape the EWMA took
 
     def estimates(self, obs) -> float | None:
@@ -78,7 +91,7 @@ class EstimatingAutoscaler(Autoscaler):
         the option's, else the measured one (None while nothing is measured)."""
         if obs.time != self.seen:  # one EWMA update per scrape, not per decision
             self.seen = obs.time
-            self.lam.update(obs.arrival_rate)
+            self.lam.update(obs.arrival_rate * (obs.routed_share if self.options.load == "routed" else 1.0))
         measured = self.work.update(obs)
         return self.options.work_per_request or measured
 
@@ -98,7 +111,7 @@ class EstimatingAutoscaler(Autoscaler):
         self.lam.value = number("rate", (float,))
         self.seen = number("seen", (int,))
         self.work.work = number("work", (float,), none=False)
-        self.work.arrivals = number("arrivals", (int,), none=False)
+        self.work.arrivals = number("arrivals", (int, float), none=False)
         self.work.seen = number("work_seen", (int,))
 
 

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from gmm_volunteer.model.params import CPU
 from gmm_volunteer.policies.autoscalers.base import AutoscalerOptions
-from gmm_volunteer.policies.autoscalers.capacity_rule import EstimatingAutoscaler
+from gmm_volunteer.policies.autoscalers.capacity_rule import EstimatingAutoscaler, LoadCount
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -127,6 +127,8 @@ class LaImrOptions(AutoscalerOptions):
     # Utilization floor rho_low: no scale-in while the server's CPU utilization is at or
     # above it (0: off), and the least U eq. 5 assumes.
     utilization_floor: float = Field(0.0, ge=0, le=1)
+    # The load it scales on: routed to the server (default) or every request (D41).
+    load: LoadCount = "routed"
 
 
 class LaImr(EstimatingAutoscaler):

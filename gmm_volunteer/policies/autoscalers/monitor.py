@@ -14,7 +14,10 @@ A scrape at the start of step s covers the finished steps before s:
   CPU and bandwidth; NaN for a resource with no allocation);
 * ``server_work``: CPU-seconds of the executions that finished on the server in
   [s - period, s) (the ``completed_work`` series; the capacity rule's R is this over the
-  arrivals).
+  arrivals);
+* ``server_starts`` and ``starts``: subtasks placed on the server, and on any node, in
+  [s - period, s) (the ``subtask_events`` series, the server being node class 0), so
+  that an autoscaler can scale on the load routed to the server (issue 51, D41).
 
 Everything is read from the state's request log and per-step series, which the
 kernels write anyway, so observing costs the dynamics nothing.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gmm_volunteer.model.constants import EV_START
 from gmm_volunteer.model.params import N_RES
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
@@ -45,6 +49,14 @@ class Observation:
     utilization: np.ndarray  # (N_RES,) consumption / allocation
     server_work: float  # CPU-s finished on the server in the period
     units: int  # units in effect at the scrape
+    server_starts: int = 0  # subtasks placed on the server in the period
+    starts: int = 0  # subtasks placed on any node in the period
+
+    @property
+    def routed_share(self) -> float:
+        """The share of the period's placements that went to the server (1 when nothing
+        was placed: the arrivals, if any, are then not yet routed anywhere)."""
+        return self.server_starts / self.starts if self.starts > 0 else 1.0
 
     def latency_quantile(self, q: float) -> float:
         return float(self.latency[q])
@@ -108,6 +120,7 @@ class Monitor:
             arrival_rate=arrivals / max(1, t - a), latency=latency, n_completed=int(done.size),
             abandoned=abandoned, utilization=np.asarray(utilization, np.float64),
             server_work=float(arrays.ser_work[a:t, 0].astype(np.float64).sum()), units=units,
+            server_starts=int(arrays.ser_ev[a:t, 0, EV_START].sum()), starts=int(arrays.ser_ev[a:t, :, EV_START].sum()),
         )
         self._pending.append(obs)
         return obs
@@ -152,7 +165,8 @@ class Monitor:
 
 
 _OBS_TYPES = {"time": int, "visible_at": int, "period": int, "arrivals": int, "arrival_rate": float,
-              "n_completed": int, "abandoned": int, "server_work": float, "units": int}
+              "n_completed": int, "abandoned": int, "server_work": float, "units": int,
+             "server_starts": int, "starts": int}
 
 
 def _observation_state(obs: Observation) -> dict:
