@@ -206,7 +206,7 @@ def test_shipped_execution_hazards_pass_their_checks(name):
     from gmm_volunteer.fitting.hazard_check import hazard_checks
 
     bundle, traces = _shipped(name)
-    checks = {c["check"].split(" ")[0] + c["check"].split(" ")[-1]: c for c in hazard_checks(bundle, traces.runs)}
+    checks = {c["check"].split(" ")[0] + c["check"].split(" ")[-1]: c for c in hazard_checks(bundle, traces)}
     assert len(checks) == 4
     measured = next(c for c in checks.values() if c["check"].startswith("measured"))
     assert measured["failures"] == KNOWN_FAILURES[name]
