@@ -158,3 +158,13 @@ def test_bad_quota_collections_are_refused_naming_the_file(copy, edit, where, wh
     with pytest.raises(TraceError) as err:
         load_traces(copy)
     assert where in str(err.value) and what in str(err.value)
+
+
+def test_gmmv_hazards_quota_needs_traces_with_quota_collections(capsys):
+    from gmm_volunteer.cli.commands import main
+
+    assert main(["hazards", "default", "--quota"]) == 2
+    assert "--quota needs --traces" in capsys.readouterr().err
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    assert main(["hazards", "default", "--traces", str(root / "traces"), "--quota"]) == 2  # no quota/ there
+    assert "no quota/ collections" in capsys.readouterr().err
