@@ -40,11 +40,12 @@ def _provenance(traces, traces_dir, candidates, degrees, hazard_form=HAZARD_FORM
         f"downloads/ ({traces.downloads['run_id'].nunique()} downloads at {levels} Mbit/s); {grid}; "
         f"hazard degrees {list(degrees)}, execution form {hazard_form}, link {hazard_link}"
         + ("; download levels marked preliminary in levels.json" if (traces.levels or {}).get("preliminary") else "")
-        + _quota_provenance(traces)
+        + quota_provenance(traces)
     )
 
 
-def _quota_provenance(traces) -> str:
+def quota_provenance(traces) -> str:
+    """The provenance's words on the traces' quota/ collections (D38), empty without them."""
     q = traces.quota_runs
     if q is None:
         return ""

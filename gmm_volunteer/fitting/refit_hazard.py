@@ -24,6 +24,7 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
 
     from gmm_volunteer._version import __version__
     from gmm_volunteer.fitting.determinism import single_threaded
+    from gmm_volunteer.fitting.fit import quota_provenance
     from gmm_volunteer.fitting.hazard import HAZARD_FORM, HAZARD_LINK
     from gmm_volunteer.fitting.hazard_check import quota_table
     from gmm_volunteer.fitting.hazard_select import checks_of_fit, fit_hazard
@@ -38,7 +39,8 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
     with single_threaded():
         block, diag = fit_hazard(traces, form=form or HAZARD_FORM, link=link or HAZARD_LINK)
         data["hazard"] = block
-        note = f"; hazard block refitted alone by gmm-volunteer {__version__} (refit_hazard {traces_dir})"
+        note = (f"; hazard block refitted alone by gmm-volunteer {__version__} (refit_hazard {traces_dir}"
+                f"{quota_provenance(traces)})")
         data["provenance"] = data.get("provenance", "").split("; hazard block refitted alone")[0] + note
         model = validate_bundle(data, str(path))
         text, passed = checks_of_fit(model, traces, diag)
