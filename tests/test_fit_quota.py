@@ -60,13 +60,6 @@ def quota_traces(tmp_path_factory):
     return root
 
 
-@pytest.fixture
-def copy(quota_traces, tmp_path):
-    dst = tmp_path / "traces"
-    shutil.copytree(quota_traces, dst)
-    return dst
-
-
 def test_quota_collections_are_read_beside_subtasks(quota_traces):
     traces = load_traces(quota_traces)
     q = traces.quota_runs
@@ -145,7 +138,8 @@ def test_the_work_fraction_hazard_predicts_every_quota(quota_traces):
      "quota/cpu100/", "other"),
     (lambda r: shutil.rmtree(r / "quota" / "cpu200"), "quota/cpu100/runs.csv.gz", "largest quota"),
 ])
-def test_bad_quota_collections_are_refused_naming_the_file(copy, edit, where, what):
+def test_bad_quota_collections_are_refused_naming_the_file(quota_traces, tmp_path, edit, where, what):
+    copy = shutil.copytree(quota_traces, tmp_path / "traces")
     edit(copy)
     if where == "quota/cpu100/runs.csv.gz":  # the largest quota left lacks a type the others have
         runs = pd.read_csv(copy / "quota" / "cpu100" / "runs.csv.gz")
