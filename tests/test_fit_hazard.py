@@ -190,27 +190,45 @@ def _shipped(name):
     return load_bundle(packaged_bundle(name)), load_traces(root / traces)
 
 
-# What the shipped fits fail, as docs/model.md D32 reports it: any other failure, or
-# one of these fixed, changes this list and the docs with it.
+# What the shipped fits fail, as docs/model.md D32 and D38 report it: any other failure, or
+# one of these fixed, changes this list and the docs with it. Paper-scale's are cells of
+# its quota/ collections (one run each but swin_b's at 200 %): at the 50 % quota the
+# measured work of a batch is 1.18 x (median) its work at full CPU, which the
+# work-fraction form, whose work does not depend on the CPU, cannot foresee; the others
+# are single runs that ended just past a step boundary or whose work strayed from the
+# mean of the full-CPU runs (D38).
 KNOWN_FAILURES = {
     "default": [],
-    "paper-scale": ["deeplabv3_r101 at 1: 2.37 steps against 2.89 measured"],
+    "paper-scale": [
+        "ppocr_det at 10, quota/cpu100", "ppocr_det at 50, quota/cpu100", "resnet101 at 10, quota/cpu100",
+        "resnet101 at 50, quota/cpu100", "resnet152 at 10, quota/cpu100", "resnet50 at 20, quota/cpu100",
+        "vit_b16 at 5, quota/cpu100", "vit_l16 at 20, quota/cpu100", "swin_b at 50, quota/cpu200",
+        "convnext_b at 2, quota/cpu50", "convnext_b at 10, quota/cpu50", "convnext_b at 20, quota/cpu50",
+        "convnext_l at 1, quota/cpu50", "convnext_l at 2, quota/cpu50", "convnext_l at 5, quota/cpu50",
+        "deeplabv3_r101 at 1, quota/cpu50", "deeplabv3_r101 at 2, quota/cpu50", "deeplabv3_r101 at 5, quota/cpu50",
+        "ppocr_det at 2, quota/cpu50", "ppocr_rec at 20, quota/cpu50", "resnet101 at 10, quota/cpu50",
+        "resnet152 at 5, quota/cpu50", "resnext101_32x32d at 1, quota/cpu50", "resnext101_32x32d at 2, quota/cpu50",
+        "resnext101_32x32d at 20, quota/cpu50", "swin_b at 2, quota/cpu50", "swin_b at 5, quota/cpu50",
+        "swin_b at 20, quota/cpu50", "vit_l16 at 2, quota/cpu50", "vit_l16 at 5, quota/cpu50",
+        "vit_l16 at 10, quota/cpu50", "vit_l16 at 20, quota/cpu50",
+    ],
 }
 
 
 @pytest.mark.parametrize("name", ["default", "paper-scale"])
 def test_shipped_execution_hazards_pass_their_checks(name):
-    """docs/model.md D32, issue 48: every measured cell within max(0.5 step, 15 %) (but
+    """docs/model.md D32, D38, issue 48: every measured cell within max(0.5 step, 15 %) (but
     the failures listed above), every batch up to 64 ends, mean steps never fall as the
     batch grows (to 128, beyond the data) or as the CPU is halved and quartered."""
     from gmm_volunteer.fitting.hazard_check import hazard_checks
 
     bundle, traces = _shipped(name)
-    checks = {c["check"].split(" ")[0] + c["check"].split(" ")[-1]: c for c in hazard_checks(bundle, traces.runs)}
+    checks = {c["check"].split(" ")[0] + c["check"].split(" ")[-1]: c for c in hazard_checks(bundle, traces)}
     assert len(checks) == 4
     measured = next(c for c in checks.values() if c["check"].startswith("measured"))
-    assert measured["failures"] == KNOWN_FAILURES[name]
-    assert measured["examined"] == {"default": 30, "paper-scale": 70}[name]
+    assert [f.split(" (")[0].split(":")[0] for f in measured["failures"]] == KNOWN_FAILURES[name]
+    # subtasks/'s cells (70 on paper-scale) and, on paper-scale, quota/'s 84 + 84 + 70
+    assert measured["examined"] == {"default": 30, "paper-scale": 70 + 84 + 84 + 70}[name]
     for c in checks.values():
         if c is not measured:
             assert c["passed"], c

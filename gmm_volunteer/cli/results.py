@@ -102,6 +102,28 @@ def _cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release(version: str) -> tuple:
+    """A version's numbers, to compare (0.10.0 after 0.6.0, which text comparison puts before)."""
+    return tuple(int(x) if x.isdigit() else -1 for x in str(version).split("."))
+
+
+def _one_model(name: str, a: str, b: str) -> str | None:
+    """The digest a joined table records for bundle `name`, named with digests `a` and `b`
+    by two of its sources: the bundle's digest now, when the other is an earlier one that
+    differs from it in the hazard block alone (`resultfile.hazards_alone_differ`: a source
+    made with it under the work law describes the bundle of now, and one under the paper's
+    law is marked stale); None when they are two models."""
+    from pathlib import Path
+
+    from gmm_volunteer.io import resultfile
+
+    now = resultfile.current_digest(name, Path.cwd())
+    for kept, other in ((a, b), (b, a)):
+        if kept == now and resultfile.hazards_alone_differ(name, other, Path.cwd()):
+            return kept
+    return None
+
+
 def _cmd_join(args: argparse.Namespace) -> int:
     from gmm_volunteer.cli.commands import CommandError
     from gmm_volunteer.cli.outputs import check_result_target
@@ -128,7 +150,10 @@ def _cmd_join(args: argparse.Namespace) -> int:
     for r in results:
         for name, digest in r.header["bundles"].items():
             if bundles.setdefault(name, digest) != digest:
-                raise CommandError(f"{r.path}: bundle {name!r} has another digest than in the other files")
+                kept = _one_model(str(name), str(bundles[name]), str(digest))
+                if kept is None:
+                    raise CommandError(f"{r.path}: bundle {name!r} has another digest than in the other files")
+                bundles[name] = kept
     this = ["gmmv", "results", "join", *args.files, "--on", args.on, *(x for k in args.keep for x in ("--keep", k)),
             *(x for c in args.columns for x in ("--column", c)), *(x for lab in args.labels for x in ("--label", lab)),
             "-o", args.output]
@@ -140,7 +165,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 raise CommandError(f"{r.path}: policy {name!r} ran at trajectory version {version}, "
                                    f"another file's at {policies[name]}; join tables of one model")
     path = resultfile.write(out, table, command=command, bundles=bundles,
-                            gmmv_version=max(r.header["gmmv_version"] for r in results),
+                            gmmv_version=max((r.header["gmmv_version"] for r in results), key=_release),
                             trajectory_version=versions.pop(), title=args.title,
                             stale="; ".join(stale) or None, policies=policies or None)
     print(f"wrote {path}")

@@ -40,7 +40,17 @@ def _provenance(traces, traces_dir, candidates, degrees, hazard_form=HAZARD_FORM
         f"downloads/ ({traces.downloads['run_id'].nunique()} downloads at {levels} Mbit/s); {grid}; "
         f"hazard degrees {list(degrees)}, execution form {hazard_form}, link {hazard_link}"
         + ("; download levels marked preliminary in levels.json" if (traces.levels or {}).get("preliminary") else "")
+        + quota_provenance(traces)
     )
+
+
+def quota_provenance(traces) -> str:
+    """The provenance's words on the traces' quota/ collections (D38), empty without them."""
+    q = traces.quota_runs
+    if q is None:
+        return ""
+    quotas = ", ".join(f"{v:g}" for v in sorted(set(q["cpu_quota_pct"])))
+    return f"; quota/ ({len(q)} execution runs at CPU quotas {quotas} %, read by the execution hazard alone, D38)"
 
 
 def _worker_init() -> None:
@@ -186,9 +196,11 @@ def fit_bundle(
                                     workers=workers, hazard_form=hazard_form, hazard_link=hazard_link)
     model = validate_bundle(bundle, str(Path(out_dir) / "bundle.yaml"))
     say("checking the execution hazard against the traces")
+    from gmm_volunteer.fitting.hazard_check import quota_table
     from gmm_volunteer.fitting.hazard_select import checks_of_fit
 
     diag["hazard"]["checks_text"], passed = checks_of_fit(model, traces, diag["hazard"])
+    diag["hazard"]["quota_text"] = quota_table(model, traces)
     if not passed:
         import sys
 

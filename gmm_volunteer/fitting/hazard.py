@@ -86,7 +86,8 @@ def form_terms(degree: int, form: str) -> list[tuple[int, int, int]]:
 @dataclass
 class PersonPeriod:
     """One row per (run, age) of a phase; `work` is the mean work (CPU-s) of the run's
-    type and batch size (for the work-fraction form; 1 where it is not used)."""
+    type and batch size (for the work-fraction form; 1 where it is not used), `group`
+    the work group of the run's collection (`fitting.work.work_tables`; 0: `subtasks/`)."""
 
     run_id: np.ndarray
     type_idx: np.ndarray
@@ -95,6 +96,7 @@ class PersonPeriod:
     age: np.ndarray
     event: np.ndarray
     work: np.ndarray | None = None
+    group: np.ndarray | None = None
 
     def subset(self, sel: np.ndarray) -> "PersonPeriod":
         return PersonPeriod(*(None if getattr(self, f) is None else getattr(self, f)[sel]
@@ -111,10 +113,12 @@ def covariates(c, n, age, work=None, form: str = "paper", batch_size_scale: str 
     return np.column_stack([c, n_col, np.log(age + 1.0)])
 
 
-def consumption_paths(traces, phase: str) -> dict:
-    """run_id -> per-second consumption of the phase's resource (t order)."""
+def consumption_paths(traces, phase: str, consumption=None) -> dict:
+    """run_id -> per-second consumption of the phase's resource (t order), of `subtasks/`
+    or of the consumption rows given."""
     col = _COLUMN[PHASE_RESOURCE[phase]]
-    c = traces.consumption[traces.consumption["phase"] == phase].sort_values(["run_id", "t"], kind="stable")
+    rows = traces.consumption if consumption is None else consumption
+    c = rows[rows["phase"] == phase].sort_values(["run_id", "t"], kind="stable")
     return {rid: g[col].to_numpy(float) for rid, g in c.groupby("run_id", sort=True)}
 
 
@@ -126,11 +130,19 @@ def extend_path(path: np.ndarray, length: int) -> np.ndarray:
 
 
 def person_period(traces, phase: str) -> PersonPeriod:
+    """The person-period rows of a phase: of every run of `subtasks/`, and for the
+    execution phase of `quota/`'s too (`fitting.work.execution_runs`; docs/model.md D38)."""
+    from gmm_volunteer.fitting.work import execution_runs
+
     types = [e["name"] for e in traces.catalog]
-    paths = consumption_paths(traces, phase)
-    runs = traces.runs.sort_values("run_id", kind="stable")
+    if phase == "execution":
+        runs, consumption = execution_runs(traces)
+    else:
+        runs, consumption = traces.runs.assign(work_group=0), traces.consumption
+    paths = consumption_paths(traces, phase, consumption)
+    runs = runs.sort_values("run_id", kind="stable")
     steps = duration_steps(runs[f"{phase}_s"].to_numpy(float))
-    cols = {k: [] for k in ("run_id", "type_idx", "c", "n", "age", "event")}
+    cols = {k: [] for k in ("run_id", "type_idx", "c", "n", "age", "event", "group")}
     for (_, run), d in zip(runs.iterrows(), steps):
         cols["run_id"].append(np.full(d, run["run_id"]))
         cols["type_idx"].append(np.full(d, types.index(run["subtask_type"])))
@@ -140,6 +152,7 @@ def person_period(traces, phase: str) -> PersonPeriod:
         ev = np.zeros(d)
         ev[-1] = 1.0
         cols["event"].append(ev)
+        cols["group"].append(np.full(d, int(run["work_group"])))
     pp = PersonPeriod(**{k: np.concatenate(v) for k, v in cols.items()})
     pp.work = np.ones(len(pp.age))
     return pp

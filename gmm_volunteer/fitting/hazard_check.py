@@ -15,8 +15,9 @@ size, where there are any.
 
 The checks (`hazard_checks`), each over every subtask type:
 - *measured*: at every measured size, mean steps at the CPU asked within
-  max(`TOL_STEPS`, `TOL_REL` x measured) of the measured mean (the traces hold one CPU
-  level: the collector's, unconstrained);
+  max(`TOL_STEPS`, `TOL_REL` x measured) of the measured mean; with `quota/` collections
+  (D38) also per (collection, type, size): at the CPU its runs were measured to use and
+  the work of its machine (`quota_cells`), so at every CPU level the traces hold;
 - *ends*: every batch of size 1..`ENDS_UP_TO` ends (survival below 1e-9 at `MAX_STEPS`);
 - *monotone in size*: mean steps never fall as the size grows over 1..`GRID_MAX`, beyond
   the largest measured size;
@@ -61,6 +62,11 @@ def _work(bundle, m: int, n: int) -> float:
     if n <= MAX_BATCH_TABLE:
         return float(table[n])
     return float(table[-1] + (table[-1] - table[-2]) * (n - MAX_BATCH_TABLE))
+
+
+def cell_steps(block: dict, cpu: float, n: int, m: int, work: float) -> float:
+    """Mean steps of an execution of type m and size n charged `cpu` every step, its work `work`."""
+    return _steps(block, cpu, n, m, work)[1]
 
 
 def _steps(block: dict, cpu: float, n: int, m: int, work: float) -> tuple[float, float, float]:
@@ -120,14 +126,56 @@ def within(predicted: float, measured: float) -> bool:
     return abs(predicted - measured) <= max(TOL_STEPS, TOL_REL * measured)
 
 
-def hazard_checks(bundle, runs: pd.DataFrame | None = None) -> list[dict]:
+def quota_cells(bundle, traces) -> pd.DataFrame:
+    """One row per (quota collection, subtask type, batch size) of `traces.quota_runs`
+    (D38): the quota, the runs, the mean of their per-second execution CPU, the work W of
+    the quota machine (`fitting.work.work_tables`, group 1), the measured mean steps and
+    the fitted hazard's mean steps at that CPU and work, and whether they agree (`within`).
+    Empty without quota collections."""
+    from gmm_volunteer.fitting.hazard import duration_steps
+    from gmm_volunteer.fitting.work import QUOTA_GROUP, work_tables
+
+    if traces is None or traces.quota_runs is None:
+        return pd.DataFrame()
+    block, tables = _block(bundle), work_tables(traces)
+    names = [st.name for st in bundle.subtask_types]
+    cons = traces.quota_consumption
+    cpu = cons[cons["phase"] == "execution"].groupby("run_id")["cpu_pct"].mean()
+    rows = []
+    for (coll, quota, name, n), g in traces.quota_runs.groupby(
+            ["collection", "cpu_quota_pct", "subtask_type", "batch_size"], sort=True):
+        m, n = names.index(name), int(n)
+        work = float(tables[QUOTA_GROUP, [e["name"] for e in traces.catalog].index(name)][n])
+        c = float(cpu.loc[g["run_id"]].mean())
+        meas = float(duration_steps(g["execution_s"].to_numpy(float)).mean())
+        pred = cell_steps(block, c, n, m, work)
+        rows.append({"collection": coll, "CPU quota (%)": quota, "subtask type": name, "batch size": n,
+                     "runs": len(g), "CPU used (%)": round(c, 1), "work (CPU-s)": work,
+                     "measured steps (mean)": meas, "hazard: mean steps": pred, "within": within(pred, meas)})
+    return pd.DataFrame(rows)
+
+
+def quota_table(bundle, traces) -> str:
+    """`quota_cells` as a markdown section of a report (empty without quota collections)."""
+    from gmm_volunteer.io.resultfile import markdown_table
+
+    cells = quota_cells(bundle, traces)
+    if not len(cells):
+        return ""
+    return ("Cells of the quota/ collections (docs/model.md D38): mean steps measured and under the "
+            "fitted hazard at the CPU the runs used and the work of their machine at full speed.\n\n"
+            + markdown_table(cells.assign(within=cells["within"].map({True: "yes", False: "NO"}))) + "\n")
+
+
+def hazard_checks(bundle, traces=None) -> list[dict]:
     """The checks of the module docstring: one dict per check (name, passed, failures:
-    a list of what failed, examined: how many cases)."""
+    a list of what failed, examined: how many cases). `traces`: the trace set the bundle
+    was fitted on (`fitting.traces.load_traces`), or None."""
     block = _block(bundle)
     out = []
-    if runs is not None:
+    if traces is not None:
         bad, cases = [], 0
-        for (name, n), g in runs.groupby(["subtask_type", "batch_size"], sort=True):
+        for (name, n), g in traces.runs.groupby(["subtask_type", "batch_size"], sort=True):
             m = [st.name for st in bundle.subtask_types].index(name)
             n = int(n)
             _, mean, _ = _steps(block, _execution_cpu(bundle, m, n), n, m, _work(bundle, m, n))
@@ -135,6 +183,12 @@ def hazard_checks(bundle, runs: pd.DataFrame | None = None) -> list[dict]:
             cases += 1
             if not within(mean, meas):
                 bad.append(f"{name} at {n}: {mean:.2f} steps against {meas:.2f} measured")
+        quota = quota_cells(bundle, traces)
+        for r in quota.to_dict("records"):
+            cases += 1
+            if not r["within"]:
+                bad.append(f"{r['subtask type']} at {r['batch size']}, {r['collection']} ({r['CPU used (%)']:g} % "
+                           f"used): {r['hazard: mean steps']:.2f} steps against {r['measured steps (mean)']:.2f} measured")
         out.append({"check": f"measured cells within max({TOL_STEPS} step, {TOL_REL:.0%})", "passed": not bad,
                     "failures": bad, "examined": cases})
     grid = np.arange(1, GRID_MAX + 1)

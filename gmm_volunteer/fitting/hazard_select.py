@@ -16,30 +16,20 @@ import numpy as np
 from gmm_volunteer.fitting.hazard import (
     DEGREES, HAZARD_FORM, HAZARD_LINK, IMMEDIATE_LOGIT, PHASE_RESOURCE, PersonPeriod, _log_lik, covariates, design, fit_phase, offset, person_period,
 )
+from gmm_volunteer.fitting.work import work_tables
 
 
-def work_tables(traces, exclude_size: float | None = None) -> dict[int, np.ndarray]:
-    """type index -> W_m(n), n = 0..MAX_BATCH_TABLE (`model.params.hazard_work_table`), from
-    the runs' measured work (`fitting.work.run_work`), the runs of `exclude_size` left out."""
-    from gmm_volunteer.fitting.work import run_work
-    from gmm_volunteer.model.params import hazard_work_table
-
-    table = run_work(traces)
-    if exclude_size is not None:
-        table = table[table["batch_size"] != exclude_size]
-    out = {}
-    for k, entry in enumerate(traces.catalog):
-        t = table[(table["subtask_type"] == entry["name"]) & (table["work_cpu_s"] > 0)]
-        means = t.groupby("batch_size")["work_cpu_s"].mean()
-        out[k] = hazard_work_table(means.index.to_numpy(float), means.to_numpy(float))
-    return out
-
-
-def with_work(pp: PersonPeriod, tables: dict[int, np.ndarray]) -> PersonPeriod:
-    """The person-period rows with each row's W_m(n) from `tables`."""
+def with_work(pp: PersonPeriod, tables: dict[tuple[int, int], np.ndarray]) -> PersonPeriod:
+    """The person-period rows with each row's W_m(n) from `tables` (`fitting.work.work_tables`,
+    the table of the row's work group)."""
     out = pp.subset(np.ones(len(pp.age), bool))
-    out.work = np.array([tables[int(k)][int(n)] for k, n in zip(pp.type_idx, pp.n)])
+    group = np.zeros(len(pp.age), int) if pp.group is None else pp.group
+    out.work = np.array([tables[int(g), int(k)][int(n)] for g, k, n in zip(group, pp.type_idx, pp.n)])
     return out
+
+
+def _groups(pp: PersonPeriod) -> list[int]:
+    return [0] if pp.group is None else sorted(set(pp.group.astype(int).tolist()))
 
 
 def heldout_loglik(fit, pp: PersonPeriod) -> float:
@@ -66,7 +56,8 @@ def leave_one_size_out(traces, pp: PersonPeriod, phase: str, degree: int, form: 
     for s in sorted(set(pp.n.tolist())):
         train, test = pp.subset(pp.n != s), pp.subset(pp.n == s)
         if form == "work_fraction":
-            train, test = with_work(train, work_tables(traces, s)), with_work(test, work_tables(traces, s))
+            tables = work_tables(traces, {g: s for g in _groups(pp)})
+            train, test = with_work(train, tables), with_work(test, tables)
         # a type measured at the left-out size only cannot be predicted: skip its rows
         test = test.subset(np.isin(test.type_idx, np.unique(train.type_idx)))
         fit = fit_phase(train, degree, n_types, PHASE_RESOURCE[phase], form, link)
@@ -103,53 +94,55 @@ def fit_hazard(traces, degrees=DEGREES, form: str = HAZARD_FORM, link: str = HAZ
                    "form": form, "link": link}
 
 
-def work_of_runs(tables: dict[int, np.ndarray], runs, types: list[str]) -> np.ndarray:
-    """W_m(n) of each run of a runs table."""
-    return np.array([tables[types.index(t)][int(n)] for t, n in zip(runs["subtask_type"], runs["batch_size"])])
+def work_of_runs(tables: dict[tuple[int, int], np.ndarray], runs, types: list[str]) -> np.ndarray:
+    """W_m(n) of each run of `subtasks/`'s runs table (work group 0)."""
+    return np.array([tables[0, types.index(t)][int(n)] for t, n in zip(runs["subtask_type"], runs["batch_size"])])
 
 
 def largest_size_held_out(traces, degree: int, form: str = HAZARD_FORM, link: str = HAZARD_LINK) -> list[dict]:
-    """The execution hazard refitted without the largest measured batch size, and its mean
-    steps there (each type at its runs' mean CPU, the work extrapolated from the smaller
-    sizes) against the measured mean: one row per subtask type measured at that size."""
-    from gmm_volunteer.fitting.hazard_check import within
-    from gmm_volunteer.fitting.hazard import duration_steps, hazard_probability
+    """The execution hazard refitted without the largest measured batch size of each work
+    group (`subtasks/`; the quota collections', D38), and its mean steps there (each
+    collection's type at its runs' mean CPU, the work extrapolated from the group's
+    smaller sizes) against the measured mean: one row per collection and subtask type
+    measured at that size."""
+    from gmm_volunteer.fitting.hazard_check import cell_steps, within
+    from gmm_volunteer.fitting.hazard import duration_steps
+    from gmm_volunteer.fitting.work import execution_runs
 
     pp = person_period(traces, "execution")
-    top = float(pp.n.max())
+    group = np.zeros(len(pp.n), int) if pp.group is None else pp.group.astype(int)
+    top = {g: float(pp.n[group == g].max()) for g in _groups(pp)}
     tables = work_tables(traces, top)
-    train = pp.subset(pp.n != top)
+    train = pp.subset(pp.n != np.array([top[g] for g in group]))
     if form == "work_fraction":
         train = with_work(train, tables)
     fit = fit_phase(train, degree, len(traces.catalog), "cpu", form, link)
-    cpu = traces.consumption[traces.consumption["phase"] == "execution"].groupby("run_id")["cpu_pct"].mean()
+    runs, consumption = execution_runs(traces)
+    cpu = consumption[consumption["phase"] == "execution"].groupby("run_id")["cpu_pct"].mean()
     types = [e["name"] for e in traces.catalog]
     rows = []
-    runs = traces.runs[traces.runs["batch_size"] == top]
-    age = np.arange(5000)
-    for name, g in runs.groupby("subtask_type", sort=True):
-        k, c = types.index(name), float(cpu.loc[g["run_id"]].mean())
-        with np.errstate(over="ignore"):
-            h = hazard_probability(fit.block, np.full(age.size, c), np.full(age.size, top), age,
-                                   np.full(age.size, k), np.full(age.size, tables[k][int(top)]))
-        pred = float(np.concatenate([[1.0], np.cumprod(1.0 - h)])[:-1].sum())
+    held = runs[runs["batch_size"] == runs["work_group"].map(top)]
+    for (coll, name), g in held.groupby(["collection", "subtask_type"], sort=True):
+        k, c, n = types.index(name), float(cpu.loc[g["run_id"]].mean()), int(g["batch_size"].iloc[0])
+        pred = cell_steps(fit.block, c, n, k, tables[int(g["work_group"].iloc[0]), k][n])
         meas = float(duration_steps(g["execution_s"].to_numpy(float)).mean())
-        rows.append({"subtask type": name, "batch size": int(top), "CPU (%)": c, "measured steps": meas,
-                     "predicted steps": pred, "within": within(pred, meas)})
+        rows.append({"collection": coll, "subtask type": name, "batch size": n, "CPU (%)": c,
+                     "measured steps": meas, "predicted steps": pred, "within": within(pred, meas)})
     return rows
 
 
 def checks_of_fit(model, traces, diag: dict) -> tuple[str, bool]:
     """The checks of `fitting.hazard_check` on a fitted bundle (a validated `Bundle`) and
-    its traces, with the largest measured size held out: (text, all passed)."""
+    its traces, with the largest measured size of each work group held out: (text, all passed)."""
     from gmm_volunteer.fitting.hazard_check import checks_text, hazard_checks
 
-    checks = hazard_checks(model, traces.runs)
+    checks = hazard_checks(model, traces)
     block = model.hazard.phases["execution"]
     degree = max([sum(t) for t in block.terms if block.form == "paper" or t[0] == 0] + [1])
     held = largest_size_held_out(traces, degree, diag["form"], diag["link"])
-    bad = [f"{r['subtask type']} at {r['batch size']}: {r['predicted steps']:.2f} steps against "
-           f"{r['measured steps']:.2f} measured" for r in held if not r["within"]]
+    bad = [f"{r['subtask type']} at {r['batch size']}" + ("" if r["collection"] == "subtasks" else f", {r['collection']}")
+           + f": {r['predicted steps']:.2f} steps against {r['measured steps']:.2f} measured"
+           for r in held if not r["within"]]
     checks.insert(1, {"check": "the largest measured size held out, predicted within the same tolerance",
                       "passed": not bad, "failures": bad, "examined": len(held)})
     return checks_text(checks), all(c["passed"] for c in checks)

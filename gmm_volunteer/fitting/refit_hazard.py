@@ -24,7 +24,9 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
 
     from gmm_volunteer._version import __version__
     from gmm_volunteer.fitting.determinism import single_threaded
+    from gmm_volunteer.fitting.fit import quota_provenance
     from gmm_volunteer.fitting.hazard import HAZARD_FORM, HAZARD_LINK
+    from gmm_volunteer.fitting.hazard_check import quota_table
     from gmm_volunteer.fitting.hazard_select import checks_of_fit, fit_hazard
     from gmm_volunteer.fitting.traces import load_traces
     from gmm_volunteer.io.bundlefiles import FILENAME
@@ -37,14 +39,16 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
     with single_threaded():
         block, diag = fit_hazard(traces, form=form or HAZARD_FORM, link=link or HAZARD_LINK)
         data["hazard"] = block
-        note = f"; hazard block refitted alone by gmm-volunteer {__version__} (refit_hazard {traces_dir})"
+        note = (f"; hazard block refitted alone by gmm-volunteer {__version__} (refit_hazard {traces_dir}"
+                f"{quota_provenance(traces)})")
         data["provenance"] = data.get("provenance", "").split("; hazard block refitted alone")[0] + note
         model = validate_bundle(data, str(path))
         text, passed = checks_of_fit(model, traces, diag)
+        quota = quota_table(model, traces)
     if not write:
         lines = [f"execution form {diag['form']}, link {diag['link']}; held-out log-likelihood per degree:"]
         lines += [f"  {ph}: " + ", ".join(f"{q}: {v:.2f}" for q, v in h.items()) for ph, h in diag["heldout"].items() if h]
-        return "\n".join(lines) + "\n" + text, passed
+        return "\n".join(lines) + "\n" + (quota + "\n" if quota else "") + text, passed
     heldout = "\n".join(f"- {ph}: " + ", ".join(f"degree {q}: {v:.2f}" for q, v in h.items())
                         for ph, h in diag["heldout"].items() if h)
     report = Path(bundle_dir) / "report"
@@ -54,7 +58,7 @@ def refit_hazard(bundle_dir, traces_dir, form: str | None = None, link: str | No
         f"{bundle_dir} {traces_dir}` (gmm-volunteer {__version__}); execution form {diag['form']}, link "
         f"{diag['link']}. The hazard sections of report.md describe the previous fit.\n\n"
         f"Log-likelihood of each batch size left out in turn, summed, per degree:\n\n{heldout}\n\n"
-        f"Checks:\n\n```\n{text}\n```\n")
+        + (f"{quota}\n" if quota else "") + f"Checks:\n\n```\n{text}\n```\n")
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False, width=100))
     tmp.replace(path)

@@ -273,6 +273,7 @@ def write_report(bundle: dict, diag: dict, traces, out: Path) -> Path:
         *hz["checks_text"].splitlines(),
         "```",
         "",
+        *hz.get("quota_text", "").splitlines(),
         "![Survival](survival.png)",
         "",
         "## Memory estimates (mean + 2 sd) vs observations",

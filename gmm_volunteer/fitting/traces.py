@@ -33,6 +33,8 @@ ABSURD = {"mbps": 1e5, "pct": 1e4, "memory_mb": 1e7, "storage_mb": 1e9, "s": 1e6
 MAX_FRACTION = 1.5
 MIN_RESOURCE_SECONDS = 120
 MIN_RUNS = 2
+QUOTA_FOLDER = "quota"  # execution runs under CPU quotas, for the execution hazard (D38)
+QUOTA_RUN_IDS = 1_000_000  # the k-th quota collection's run ids are moved to k * this
 
 
 class TraceError(ValueError):
@@ -49,6 +51,11 @@ class Traces:
     consumption: "object"
     downloads: "object"
     levels: dict | None
+    # execution runs measured under CPU quotas (`quota/`, read by the execution hazard
+    # alone): `runs` with the columns `collection` and `cpu_quota_pct`, and their rows
+    # of `consumption`; None without a `quota/` folder
+    quota_runs: "object" = None
+    quota_consumption: "object" = None
 
 
 def _bound(column: str) -> float:
@@ -65,12 +72,12 @@ def _bound(column: str) -> float:
     return ABSURD["memory_mb"]
 
 
-def _read_csv(path: Path, columns: tuple[str, ...], min_rows: int = 1):
+def _read_csv(path: Path, columns: tuple[str, ...], min_rows: int = 1, where: str | None = None):
     import pandas as pd
 
     if not path.exists() and path.suffix == ".gz" and path.with_suffix("").exists():
         path = path.with_suffix("")  # an uncompressed table is read as well
-    rel = f"{path.parent.name}/{path.name}"
+    rel = f"{where or path.parent.name}/{path.name}"
     if not path.exists():
         raise TraceError(f"{rel}: file missing")
     try:
@@ -104,8 +111,8 @@ def _read_csv(path: Path, columns: tuple[str, ...], min_rows: int = 1):
     return df
 
 
-def _read_json(path: Path):
-    rel = f"{path.parent.name}/{path.name}"
+def _read_json(path: Path, where: str | None = None):
+    rel = f"{where or path.parent.name}/{path.name}"
     if not path.exists():
         raise TraceError(f"{rel}: file missing")
     try:
@@ -140,8 +147,8 @@ def _check_resources(df, machine: dict) -> None:
         )
 
 
-def _check_catalog(catalog) -> None:
-    rel = "subtasks/catalog.json"
+def _check_catalog(catalog, where: str = "subtasks") -> None:
+    rel = f"{where}/catalog.json"
     if not isinstance(catalog, list) or not catalog:
         raise TraceError(f"{rel}: must be a non-empty list of subtask types")
     names = []
@@ -164,43 +171,43 @@ def _check_catalog(catalog) -> None:
         raise TraceError(f"{rel}: key 'name': duplicate subtask type names")
 
 
-def _check_runs(runs, consumption, catalog) -> None:
+def _check_runs(runs, consumption, catalog, where: str = "subtasks") -> None:
     names = {e["name"] for e in catalog}
     unknown = sorted(set(runs["subtask_type"]) - names)
     if unknown:
-        raise TraceError(f"subtasks/runs.csv.gz: column 'subtask_type': {unknown} not in catalog.json")
+        raise TraceError(f"{where}/runs.csv.gz: column 'subtask_type': {unknown} not in catalog.json")
     missing = [e["name"] for e in catalog if e["name"] not in set(runs["subtask_type"])]
     if missing:
-        raise TraceError(f"subtasks/runs.csv.gz: column 'subtask_type': catalog types {missing} have no runs")
+        raise TraceError(f"{where}/runs.csv.gz: column 'subtask_type': catalog types {missing} have no runs")
     if runs["run_id"].duplicated().any():
-        raise TraceError("subtasks/runs.csv.gz: column 'run_id': duplicate run ids")
+        raise TraceError(f"{where}/runs.csv.gz: column 'run_id': duplicate run ids")
     for col in ("download_s", "execution_s", "upload_s"):
         v = runs[col].to_numpy()
         if (v <= 0).any():
             i = int(np.flatnonzero(v <= 0)[0])
-            raise TraceError(f"subtasks/runs.csv.gz: column {col!r}: {v[i]} at row {i + 2}; "
+            raise TraceError(f"{where}/runs.csv.gz: column {col!r}: {v[i]} at row {i + 2}; "
                              "every phase of a run takes time (> 0 s)")
         if len(v) > 1 and np.all(v == v[0]):
-            raise TraceError(f"subtasks/runs.csv.gz: column {col!r}: every run has the same value "
+            raise TraceError(f"{where}/runs.csv.gz: column {col!r}: every run has the same value "
                              f"{v[0]}; durations this degenerate are not measurements")
     bs = runs["batch_size"].to_numpy()
     if (bs < 1).any() or (bs != np.round(bs)).any():
-        raise TraceError("subtasks/runs.csv.gz: column 'batch_size': must be integers >= 1")
+        raise TraceError(f"{where}/runs.csv.gz: column 'batch_size': must be integers >= 1")
     if (runs["bandwidth_mbps"].to_numpy() <= 0).any():
-        raise TraceError("subtasks/runs.csv.gz: column 'bandwidth_mbps': must be > 0")
+        raise TraceError(f"{where}/runs.csv.gz: column 'bandwidth_mbps': must be > 0")
     bad_phase = sorted(set(consumption["phase"]) - set(PHASES))
     if bad_phase:
-        raise TraceError(f"subtasks/consumption.csv.gz: column 'phase': unknown phases {bad_phase}")
+        raise TraceError(f"{where}/consumption.csv.gz: column 'phase': unknown phases {bad_phase}")
     known = set(runs["run_id"].tolist())
     orphan = sorted(set(consumption["run_id"].tolist()) - known)
     if orphan:
-        raise TraceError(f"subtasks/consumption.csv.gz: column 'run_id': runs {orphan[:5]} not in runs.csv.gz")
-    _check_series(consumption, ("run_id", "phase"), "subtasks/consumption.csv.gz")
+        raise TraceError(f"{where}/consumption.csv.gz: column 'run_id': runs {orphan[:5]} not in runs.csv.gz")
+    _check_series(consumption, ("run_id", "phase"), f"{where}/consumption.csv.gz")
     have = set(zip(consumption["run_id"].tolist(), consumption["phase"].tolist()))
     for rid in runs["run_id"].tolist():
         for ph in PHASES:
             if (rid, ph) not in have:
-                raise TraceError(f"subtasks/consumption.csv.gz: column 'phase': run {rid:g} has no {ph!r} rows")
+                raise TraceError(f"{where}/consumption.csv.gz: column 'phase': run {rid:g} has no {ph!r} rows")
 
 
 def _check_series(df, keys: tuple[str, ...], rel: str) -> None:
@@ -299,4 +306,63 @@ def load_traces(root: str | Path) -> Traces:
     levels = _read_json(levels_path) if levels_path.exists() else None
     if levels is not None:
         _check_levels(levels)
-    return Traces(root, resources, machine, catalog, runs, consumption, downloads, levels)
+    quota_runs, quota_consumption = _load_quota(root, catalog, runs)
+    return Traces(root, resources, machine, catalog, runs, consumption, downloads, levels, quota_runs, quota_consumption)
+
+
+def _load_quota(root: Path, catalog, runs) -> tuple:
+    """The collections of `quota/` (traces/FORMAT.md; docs/model.md D38): each folder a
+    `subtasks/` collection of execution runs measured with `gmmv collect subtasks --testbed`
+    under a CPU quota, which its `meta.json` records (`limits.cpu_pct`). Run ids are moved
+    to `k * QUOTA_RUN_IDS` for the k-th folder (name order), clear of `subtasks/`'s."""
+    import pandas as pd
+
+    folder = root / QUOTA_FOLDER
+    if not folder.exists():
+        return None, None
+    subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subs:
+        raise TraceError(f"{QUOTA_FOLDER}/: no collection folders (traces/FORMAT.md, 'quota/')")
+    if runs["run_id"].max() >= QUOTA_RUN_IDS:
+        raise TraceError(f"subtasks/runs.csv.gz: column 'run_id': ids up to {QUOTA_RUN_IDS - 1} only "
+                         f"beside {QUOTA_FOLDER}/ (its runs are numbered from {QUOTA_RUN_IDS})")
+    names = {e["name"] for e in catalog}
+    all_runs, all_cons = [], []
+    for k, sub in enumerate(subs, start=1):
+        where = f"{QUOTA_FOLDER}/{sub.name}"
+        meta = _read_json(sub / "meta.json", where)
+        limits = meta.get("limits") if isinstance(meta, dict) else None
+        quota = limits.get("cpu_pct") if isinstance(limits, dict) else None
+        if isinstance(quota, bool) or not isinstance(quota, (int, float)) or not 0 < quota <= ABSURD["pct"]:
+            raise TraceError(f"{where}/meta.json: key 'limits.cpu_pct' missing or not a CPU quota in % "
+                             f"(got {quota!r}); a quota collection is measured with `gmmv collect subtasks --testbed`")
+        cat = _read_json(sub / "catalog.json", where)
+        _check_catalog(cat, where)
+        unknown = sorted({e["name"] for e in cat} - names)
+        if unknown:
+            raise TraceError(f"{where}/catalog.json: key 'name': {unknown} not in subtasks/catalog.json")
+        q_runs = _read_csv(sub / "runs.csv.gz", RUN_COLUMNS, MIN_RUNS, where)
+        q_cons = _read_csv(sub / "consumption.csv.gz", CONSUMPTION_COLUMNS, 1, where)
+        _check_runs(q_runs, q_cons, cat, where)
+        if q_runs["run_id"].max() >= QUOTA_RUN_IDS:
+            raise TraceError(f"{where}/runs.csv.gz: column 'run_id': ids up to {QUOTA_RUN_IDS - 1} only")
+        q_runs["run_id"] += k * QUOTA_RUN_IDS
+        q_cons["run_id"] += k * QUOTA_RUN_IDS
+        all_runs.append(q_runs.assign(collection=where, cpu_quota_pct=float(quota)))
+        all_cons.append(q_cons)
+    q_runs = pd.concat(all_runs, ignore_index=True)
+    ref = quota_reference(q_runs)
+    have = set(zip(*(q_runs.loc[q_runs["collection"] == ref, c] for c in ("subtask_type", "batch_size"))))
+    lacking = sorted({t for t in q_runs["subtask_type"] if not any(h[0] == t for h in have)})
+    if lacking:
+        raise TraceError(f"{ref}/runs.csv.gz: column 'subtask_type': {lacking} have no runs here, the "
+                         f"collection of the largest quota, whose work the other quotas' runs are measured against")
+    return q_runs, pd.concat(all_cons, ignore_index=True)
+
+
+def quota_reference(quota_runs) -> str:
+    """The quota collection whose measured work the execution hazard divides every quota
+    run's CPU by (docs/model.md D38): the one of the largest quota (the first by name on
+    a tie), the machine's work at full speed when it is unlimited."""
+    top = quota_runs["cpu_quota_pct"].max()
+    return sorted(set(quota_runs.loc[quota_runs["cpu_quota_pct"] == top, "collection"]))[0]

@@ -21,10 +21,12 @@ import numpy as np
 from gmm_volunteer.fitting.rounding import sig, sig_list
 
 
-def run_work(traces) -> "object":
-    """Per run: subtask_type, batch_size and execution work in CPU-seconds."""
-    runs = traces.runs.set_index("run_id")
-    c = traces.consumption[traces.consumption["phase"] == "execution"]
+def run_work(traces, runs=None, consumption=None) -> "object":
+    """Per run: subtask_type, batch_size and execution work in CPU-seconds (of the runs
+    and consumption given, by default those of `subtasks/`)."""
+    runs = (traces.runs if runs is None else runs).set_index("run_id")
+    consumption = traces.consumption if consumption is None else consumption
+    c = consumption[(consumption["phase"] == "execution") & consumption["run_id"].isin(runs.index)]
     exec_s = runs.loc[c["run_id"], "execution_s"].to_numpy(float)
     covered = np.clip(exec_s - c["t"].to_numpy(float), 0.0, 1.0)
     cpu_s = c["cpu_pct"].to_numpy(float) / 100.0 * covered
@@ -61,3 +63,49 @@ def work_blocks(traces) -> tuple[dict[str, dict], dict]:
         }
         diag[name] = {"runs": int(len(t)), "batch_sizes": sizes, "mean_cpu_s": means, "log_sd": log_sd}
     return blocks, diag
+
+
+# The work group of the runs of `quota/` (docs/model.md D38); 0 is `subtasks/`'s, the
+# bundle's own work table.
+QUOTA_GROUP = 1
+
+
+def execution_runs(traces) -> tuple:
+    """Every measured execution, `subtasks/`'s and `quota/`'s (traces/FORMAT.md): (runs with
+    the columns `collection`, `cpu_quota_pct` (NaN: no quota) and `work_group`, their
+    consumption rows). Only the execution hazard reads the quota runs: the other fits take
+    a run's per-second CPU as what its batch asks, which under a quota it is not."""
+    import pandas as pd
+
+    runs = traces.runs.assign(collection="subtasks", cpu_quota_pct=np.nan, work_group=0)
+    if traces.quota_runs is None:
+        return runs, traces.consumption
+    return (pd.concat([runs, traces.quota_runs.assign(work_group=QUOTA_GROUP)], ignore_index=True),
+            pd.concat([traces.consumption, traces.quota_consumption], ignore_index=True))
+
+
+def work_tables(traces, exclude: dict[int, float] | None = None) -> dict[tuple[int, int], np.ndarray]:
+    """(work group, type index) -> W_m(n), n = 0..MAX_BATCH_TABLE
+    (`model.params.hazard_work_table`), the work the execution hazard's fraction of work
+    is counted in (docs/model.md D32, D38): group 0 from the runs of `subtasks/` (the
+    bundle's work table), group 1 from the quota collection of the largest quota (the
+    quota runs' machine at full speed; `traces.quota_reference`). `exclude[g]`: a batch
+    size whose runs group g's table leaves out (interpolated or extrapolated instead)."""
+    from gmm_volunteer.fitting.traces import quota_reference
+    from gmm_volunteer.model.params import hazard_work_table
+
+    sources = {0: run_work(traces)}
+    if traces.quota_runs is not None:
+        q = traces.quota_runs
+        ref = q[q["collection"] == quota_reference(q)]
+        sources[QUOTA_GROUP] = run_work(traces, ref, traces.quota_consumption)
+    out = {}
+    for g, table in sources.items():
+        if exclude and g in exclude:
+            table = table[table["batch_size"] != exclude[g]]
+        for k, entry in enumerate(traces.catalog):
+            t = table[(table["subtask_type"] == entry["name"]) & (table["work_cpu_s"] > 0)]
+            if len(t):
+                means = t.groupby("batch_size")["work_cpu_s"].mean()
+                out[g, k] = hazard_work_table(means.index.to_numpy(float), means.to_numpy(float))
+    return out

@@ -196,6 +196,9 @@ HAZARD_REFITS = {
     "default": {"cf6ced80d53b0854ed4e060dcc0d38db2b238b8be16566b7d73dd4f043d505bb":
                 "f78dfc99da242130de5e39df97c8f4b4928aaeb488b05c5ebd9078544a8fc32f"},
     "paper-scale": {"b92c8f3c9da11ff3b35783d924c5084026a3744e34fa4911ca706630a1ecca56":
+                    "d63239ad2ebad0241a353b51abf06be64359de839ded0ee1b070df783b7f1167",
+                    # 0.10.0's, whose hazard block 0.11.0 refitted on the quota runs too (D38)
+                    "8d03d58b2631558c29de7dfb0589335178cfffcaab90cd55f7e719ae69e60ec2":
                     "d63239ad2ebad0241a353b51abf06be64359de839ded0ee1b070df783b7f1167"},
 }
 
