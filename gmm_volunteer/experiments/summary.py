@@ -286,6 +286,31 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def server_lines(ds: xr.Dataset) -> list[str]:
+    """Each server's row of a store with several servers (docs/model.md D35): its mean
+    CPU use and allocation (cores), memory (MB), the Mbit/s its links carried, the
+    CPU-seconds of the executions it finished and its energy; nothing for one server."""
+    if "consumption_per_server" not in ds:
+        return []
+    res = [str(r) for r in np.asarray(ds["resource"].values)]
+    cons = np.asarray(ds["consumption_per_server"].values, np.float64)
+    alloc = np.asarray(ds["allocation_per_server"].values, np.float64)
+    work = np.asarray(ds["work_per_server"].values, np.float64).sum(axis=0)
+    energy = np.asarray(ds["energy_per_server"].values, np.float64).sum(axis=0)
+    cpu, mem, bin_, bout = (res.index(r) for r in ("cpu", "memory", "band_in", "band_out"))
+    if not cons.shape[0]:  # a store of no steps
+        return []
+    rows = []
+    for k, name in enumerate(np.asarray(ds["server"].values)):
+        c, a = cons[:, k].mean(axis=0), alloc[:, k].mean(axis=0)
+        rows.append([str(name), _fmt(c[cpu] / 100.0, 3), _fmt(a[cpu] / 100.0, 2), _fmt(c[mem], 1),
+                     _fmt(c[bin_] + c[bout], 2), _fmt(float(work[k]), 1), _fmt(float(energy[k]) / 1e3, 2)])
+    lines = ["Per server (means over steps; links: the transfers of the users homed at it)"]
+    lines += _table(["server", "CPU used (cores)", "CPU allocated (cores)", "memory (MB)",
+                     "links (Mbit/s)", "work done (CPU-s)", "energy (kJ)"], rows)
+    return lines + [""]
+
+
 def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     """A readable plain-text summary of one result store."""
     if not (conventions.has_requests(ds) and ds[conventions.COUNT].dims == (conventions.TYPE,)):
@@ -330,7 +355,9 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                  *(_fmt(float(v), digits) for v in m["latency_quantile_all"].values)])
     lines += _table(["request type", *OUTCOMES, *qlabels], rows)
     lines.append("")
-    lines.append("Server resources (mean and sd over steps; consumption before the executor acts)")
+    several = "consumption_per_server" in ds  # several servers: the rows are their totals (D35)
+    lines.append(f"Server resources{' (all servers)' if several else ''} (mean and sd over steps; "
+                 "consumption before the executor acts)")
     rows = []
     for i, r in enumerate(m["resource"].values):
         unit = str(m["resource_unit"].values[i])
@@ -340,6 +367,7 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                      _fmt(float(m["server_allocation_mean"].values[i]), 2)])
     lines += _table(["resource", "unit", "consumption mean", "consumption sd", "allocation mean"], rows)
     lines.append("")
+    lines += server_lines(ds)
     lines.append(f"Dedicated capacity (autoscaler {a.get('autoscaler', 'fixed')}; "
                  f"{int(m['scaling_actions_total'])} scaling actions)")
     rows = [[str(r), f"{m['resource_unit'].values[i]}·h",

@@ -104,6 +104,10 @@ class _KernelPolicy:
     name: ClassVar[str] = "policy"
     Options: ClassVar[type[BaseModel]] = NoOptions
     _HOOKS: ClassVar[tuple[str, ...]] = ()
+    # Whether it runs a config with several dedicated servers (docs/model.md D35): a
+    # policy that says so chooses among all of them (its docstring gives the rule);
+    # any other is refused such a config before the run (`run.preflight`).
+    several_servers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

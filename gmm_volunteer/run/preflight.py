@@ -111,7 +111,7 @@ def estimate_memory(cfg, bundle) -> int:
     base = _state_bytes(bundle, restart, small, 1, per_model)
     per_node = (_state_bytes(bundle, restart, big, 1, per_model) - base) / (big - small)
     per_step = (_state_bytes(bundle, restart, small, 1_001, per_model) - base) / 1_000
-    nodes, steps = cfg.users.count + 1, cfg.steps
+    nodes, steps = cfg.users.count + len(getattr(cfg, "servers", None) or [cfg.server]), cfg.steps
     state = base + per_node * (nodes - small) + per_step * (steps - 1)
     p_on = online_fraction(cfg)  # over the user classes (D36)
     think = cfg.requests.think_time.mean()
@@ -187,13 +187,20 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"{source}: {exc}") from None
+    servers = getattr(cfg, "servers", None) or [cfg.server]
     for kind, make in (("executor", make_executor), ("scheduler", make_scheduler),
                        ("autoscaler", make_autoscaler)):
         try:
             with guard([(kind, getattr(cfg, kind))], "__init__"):  # a plugin's failure: PolicyError
-                make(getattr(cfg, kind), getattr(cfg, f"{kind}_options"))
+                policy = make(getattr(cfg, kind), getattr(cfg, f"{kind}_options"))
         except (ConfigError, PolicyError):
             raise
         except ValueError as exc:  # a built-in policy refusing its options
             raise ConfigError(f"{source}: {exc}") from None
+        if len(servers) > 1 and not getattr(policy, "several_servers", False):
+            raise ConfigError(
+                f"{source}: {kind}: {getattr(cfg, kind)!r} chooses between one dedicated server and the "
+                f"volunteers; it does not run a config with several servers (servers: "
+                f"{', '.join(s.name for s in servers)}; docs/model.md D35). Use one server, or a "
+                f"{kind} that handles several (docs/policies.md)")
     return bundle
