@@ -223,16 +223,14 @@ REFUSED = [
      "run.yaml: autoscaler_options: server: 'fog' is not a server of this config"),
     ({"servers": TWO, "scheduler": "jsq"}, "run.yaml: scheduler: 'jsq' chooses between one dedicated server "
                                            "and the volunteers; it does not run a config with several servers"),
-    ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"phase_changes": "carry_over"}},
-     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step"),
     ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"progress": "paper"}},
-     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step and execution.progress: work"),
+     "run.yaml: server.rtt: a network distance needs execution.progress: work"),
     ({"servers": [TWO[0], {**TWO[1], "rtt": 0.1}], "execution": {"progress": "paper"}},
      "run.yaml: servers.0.rtt: a network distance needs"),
 ]
 
 
-@pytest.mark.parametrize("extra, needle", REFUSED, ids=["duplicate", "unknown_scaled", "jsq_two", "carry_over", "paper", "paper_two"])
+@pytest.mark.parametrize("extra, needle", REFUSED, ids=["duplicate", "unknown_scaled", "jsq_two", "paper", "paper_two"])
 def test_run_refuses_before_any_work(tmp_path, monkeypatch, capsys, extra, needle):
     """Exit 2 naming the file and the key, and nothing written: bad input, and what the
     engine or a policy does not simulate (a router with several servers, D40)."""

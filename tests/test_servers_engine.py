@@ -157,24 +157,28 @@ def test_the_shipped_two_server_config_runs_and_stores_per_server(tmp_path, monk
     assert "Per server" in text and "\nedge " in text and "\ncloud " in text
 
 
-def test_substep_round_trips_have_their_closed_form(tmp_path):
-    """Under latency: substep (D34) with a fixed round trip r = 0.03 s to the one server,
-    one user, work of exactly w = 1.3 CPU-s at one core, input and result 0.4 s each on
-    their links: a request the server ran ends w + r after it arrived (D39); one a
-    volunteer ran waits r, moves its input, executes from the next step boundary (phase
-    changes at boundaries), and uploads from the boundary after its execution's end,
-    waiting r again: 3 + r + 0.4 s (D35). To 1e-9 s."""
-    from test_latency_substep import OUT_MB, BAND_OUT, _bundle, _config
+@pytest.mark.parametrize("phase_changes", ["step", "carry_over"])
+def test_substep_round_trips_have_their_closed_form(tmp_path, phase_changes):
+    """Under latency: substep (D34) with a fixed round trip r to the one server, one user,
+    work of exactly w = 1.3 CPU-s at one core, input and result 0.4 s each on their
+    links: a request the server ran ends w + r after it arrived (D39). One a volunteer ran
+    waits r, moves its input, executes and uploads, waiting r again (D35): with phase
+    changes at step boundaries (r = 0.03 s) the execution starts at the next boundary
+    and the upload at the one after its end, 3 + r + 0.4 s; carried over inside the step
+    (D26) w + 2 r + 0.8 s: with r = 0.2 s the upload begins 0.1 s before a step boundary
+    (at 0.2 + 0.4 + 1.3), so its wait runs on past the boundary. To 1e-9 s."""
+    from test_latency_substep import OUT_MB, BAND_OUT, _bundle, _config, _transfer_s
 
-    w, r = 1.3, 0.03
+    w, r = 1.3, (0.03 if phase_changes == "step" else 0.2)
     model = _bundle(tmp_path / "det", mean_work_s=w, deterministic=True)
-    d = yaml.safe_load(_config(model, users=1, steps=2000, think_s=3.0, phase_changes="step").to_yaml())
+    d = yaml.safe_load(_config(model, users=1, steps=2000, think_s=3.0, phase_changes=phase_changes).to_yaml())
     d["server"]["rtt"] = r
     rec = Simulation(config_from_dict(d)).run(progress=False)
     lat = rec.request_latency[rec.request_outcome == 0]
     assert lat.dtype == np.float64 and lat.size > 150
     on_server = np.abs(lat - (w + r)) < 1e-9
-    on_volunteer = np.abs(lat - (3.0 + r + 8.0 * OUT_MB / BAND_OUT)) < 1e-9
+    volunteer = 3.0 + r + 8.0 * OUT_MB / BAND_OUT if phase_changes == "step" else w + 2 * r + _transfer_s()
+    on_volunteer = np.abs(lat - volunteer) < 1e-9
     assert np.all(on_server | on_volunteer), np.unique(np.round(lat, 6))
     served = rec.subtask_events[:, :, 1].sum(axis=0)  # completions: server, volunteers
     assert on_server.sum() == served[0] and on_volunteer.sum() == served[1] > 0

@@ -70,7 +70,7 @@ def node_network(cfg, n_users: int, key=None):
     the nearest (the least round-trip time; ties to the first in config order): the
     server its volunteer transfers go through. Without `key` (a check before the run)
     the times are left zero and every home is the first server. ValueError, naming the
-    key, for a distance with phases that begin inside a step or end by a hazard draw."""
+    key, for a distance with phases that end by a hazard draw."""
     servers = getattr(cfg, "servers", None) or [cfg.server]
     n_srv = len(servers)
     n_nodes = n_users + n_srv
@@ -80,11 +80,11 @@ def node_network(cfg, n_users: int, key=None):
     if not timed:
         return 0, np.zeros(n_nodes), home, sv_rtt
     ex = cfg.execution
-    if ex.phase_changes != "step" or ex.progress != "work":
+    if ex.progress != "work":
         where = "server.rtt" if n_srv == 1 else f"servers.{timed[0]}.rtt"
-        raise ValueError(f"{where}: a network distance needs execution.phase_changes: step and "
-                         "execution.progress: work (docs/model.md D35: the round-trip time delays "
-                         "a transfer's data from the step boundary where its phase began)")
+        raise ValueError(f"{where}: a network distance needs execution.progress: work (docs/model.md "
+                         "D35: the round-trip time delays a transfer's data from when its phase "
+                         "began, which a phase that ends by a hazard draw does not know)")
     if key is None:
         return 1, np.zeros(n_nodes), home, sv_rtt
     laws = np.stack([s.rtt.law() if s.rtt is not None else rtt_law("fixed", 0.0) for s in servers])

@@ -50,7 +50,7 @@ STATE_FIELDS = (
     # execution y per request slot
     "ex_node ex_phase ex_batch ex_tend "
     # batches (pool) and their member lists
-    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done b_tau b_share "
+    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done b_tau b_share b_lead "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
     "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_work nd_touched nd_tstamp n_touched "
@@ -224,6 +224,9 @@ def allocate(P: Params, steps: int) -> State:
         b_done=np.zeros(b_cap),
         b_tau=np.full(b_cap, -1.0),  # when in the step its phase ended (D26; carry_over only)
         b_share=np.zeros(b_cap),  # an executing batch's CPU factor in the step (D28; fifo only)
+        # the part of its birth step a user's transfer phase had when it was carried in
+        # (D26), which its round trip already ran in (D35)
+        b_lead=np.zeros(b_cap),
         b_nnext=_i(b_cap, -1, np.int32),
         b_nprev=_i(b_cap, -1, np.int32),
         b_list=_i(b_cap, -1, np.int32),
@@ -275,7 +278,7 @@ _POOL_GROUPS = {
     # pool name: (count field, free-stack field, free-count field, fields indexed by pool id)
     "batch": ("n_b", "b_free", "n_bfree",
               ("b_node", "b_sub", "b_phase", "b_age", "b_born", "b_size", "b_head", "b_mem",
-               "b_cons", "b_h", "b_eps", "b_done", "b_tau", "b_share", "b_nnext", "b_nprev", "b_list", "b_pos")),
+               "b_cons", "b_h", "b_eps", "b_done", "b_tau", "b_share", "b_lead", "b_nnext", "b_nprev", "b_list", "b_pos")),
     "download": ("n_dl", "dl_free", "n_dlfree",
                  ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
@@ -460,6 +463,7 @@ def _pack(T):
     s.b_done = T.b_done
     s.b_tau = T.b_tau
     s.b_share = T.b_share
+    s.b_lead = T.b_lead
     s.b_nnext = T.b_nnext
     s.b_nprev = T.b_nprev
     s.b_list = T.b_list

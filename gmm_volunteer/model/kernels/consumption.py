@@ -228,7 +228,7 @@ def step_consumption(S, P, t):
     cs_zm, cs_zsd, cs_lam, idw_power, sub_type = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power, P.sub_type
     b_h, b_cons, nd_cons, alloc, dl_h, dl_age = S.b_h, S.b_cons, S.nd_cons, S.alloc, S.dl_h, S.dl_age
     nd_tstamp, nd_touched, n_touched = S.nd_tstamp, S.nd_touched, S.n_touched
-    rtt_on, nd_rtt, b_age, ns = P.rtt_on, P.nd_rtt, S.b_age, P.n_srv
+    rtt_on, nd_rtt, b_age, b_lead, ns = P.rtt_on, P.nd_rtt, S.b_age, S.b_lead, P.n_srv
     n_b = S.n_b[0]
     at = 0
     for src in range(2):  # 0: the active batches, 1: the running downloads
@@ -322,7 +322,8 @@ def step_consumption(S, P, t):
                 # A user's transfer moves no data for the first rtt seconds of its phase (or
                 # of its download), the round trip to its home server (D35): of this step,
                 # the part after it. Before the node's shares, so the link goes to those moving.
-                wait = nd_rtt[v] - (b_age[a] if src == 0 else dl_age[a])
+                # (a batch's phase carried into its first step had a lead of it, D26)
+                wait = nd_rtt[v] - (b_age[a] + b_lead[a] if src == 0 else dl_age[a])
                 if wait > 0.0:
                     r = BAND_OUT if src == 0 and stage == UPLOAD else BAND_IN
                     out[a, r] *= 0.0 if wait >= 1.0 else 1.0 - wait
@@ -410,7 +411,7 @@ def step_consumption(S, P, t):
             elif ph != EXECUTION:
                 tau = need / b_cons[b, r] if need > 0.0 else 0.0
                 if rtt_on and v >= ns:  # the data moved after the round trip's wait (D35)
-                    w = nd_rtt[v] - b_age[b]
+                    w = nd_rtt[v] - b_age[b] - b_lead[b]
                     if w > 0.0:
                         tau = w + (1.0 - w) * tau
             elif b_tau[b] >= 0.0:  # set by cpu_share_time on a node short of CPU, or fifo
@@ -542,6 +543,12 @@ def carry_phases(S, P, b, t):
             return
         v, ph = S.b_node[b], S.b_phase[b]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
+        wait = 0.0
+        if P.rtt_on and v >= P.n_srv and ph != EXECUTION:
+            # a user's transfer waits its round trip from here, inside the rest of the
+            # step, which it keeps as its lead for the steps after (D35)
+            S.b_lead[b] = rest
+            wait = min(P.nd_rtt[v], rest)
         rate = min(_mean_ask(S, P, b, r), (batch_cpu(S, P, v) if r == CPU else S.alloc[v, r]) - S.nd_cons[v, r])
         # users' downloads come from their home server's outbound link, their uploads go
         # to its inbound one (D35): what it has not carried yet in the step
@@ -558,9 +565,14 @@ def carry_phases(S, P, b, t):
         if r == CPU and P.fifo and not fifo_turn(S, P, v, b):  # it waits its turn (D28)
             return
         need = phase_work(S, P, b)
-        finished = need <= rate * rest
-        used = need if finished else rate * rest
-        rest = rest - need / rate if finished else 0.0
+        if wait > 0.0:  # the data moves after the wait
+            finished = need <= rate * (rest - wait)
+            used = need if finished else rate * (rest - wait)
+            rest = rest - wait - need / rate if finished else 0.0
+        else:
+            finished = need <= rate * rest
+            used = need if finished else rate * rest
+            rest = rest - need / rate if finished else 0.0
         S.b_done[b] = 1.0 if finished else used / need
         if finished:  # when it ended, for the next phase or the subtask's end time (D34)
             S.b_tau[b] = 1.0 - rest

@@ -203,6 +203,7 @@ def batch_new(S, P, v, j, phase, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_tau[b] = -1.0
+    S.b_lead[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if phase == EXECUTION else 1.0
     h = S.nd_bhead[v]
     S.b_nnext[b] = h
@@ -383,6 +384,7 @@ def batch_advance(S, P, b, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_tau[b] = -1.0
+    S.b_lead[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
     merge_record(S, P, b, v, j, nph, t)
 
