@@ -197,3 +197,12 @@ def test_a_two_server_run_resumes_from_its_checkpoint_as_if_uninterrupted(tmp_pa
     assert whole.keys() == out.keys() and any("work_per_server" in k for k in whole)
     different = [k for k in whole if whole[k] != out[k] and k != "zarr.json"]
     assert not different, different
+
+
+def test_a_simulation_refuses_a_policy_that_does_not_choose_among_servers():
+    """Built directly (not through `gmmv run`'s preflight), a simulation of two servers
+    and a router that knows one is refused naming the router (D40), not run on the first
+    server alone."""
+    cfg = config_from_dict({"seed": 1, "steps": 5, "users": {"count": 10}, "servers": TWO, "scheduler": "jsq"})
+    with pytest.raises(ValueError, match="scheduler: 'jsq' chooses between one dedicated server"):
+        Simulation(cfg)

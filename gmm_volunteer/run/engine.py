@@ -33,6 +33,7 @@ from gmm_volunteer.model.params import READY, Params, build_params, mean_duratio
 from gmm_volunteer.model.laws import MAX_DURATION, length_biased
 from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
 from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
+from gmm_volunteer.policies.base import several_servers_refusal
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.variants import served_series
@@ -191,6 +192,11 @@ class Simulation:
         with guard([("autoscaler", cfg.autoscaler)], "__init__ or reset"):
             self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
             self.autoscaler.reset(self.P, autoscaler_rng)
+        for kind in ("executor", "scheduler", "autoscaler"):  # `gmmv run` says so before (preflight)
+            names = cfg.server_names() if hasattr(cfg, "server_names") else []
+            refusal = several_servers_refusal(kind, getattr(cfg, kind), getattr(self, kind), names)
+            if refusal:
+                raise ValueError(refusal)
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
         self.script = Script(cfg.events, self.params.n_users, self.params.n_srv)  # scripted events (D25)

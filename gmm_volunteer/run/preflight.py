@@ -177,6 +177,7 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
     from gmm_volunteer.model.events import check_events
     from gmm_volunteer.model.params import build_params
     from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
+    from gmm_volunteer.policies.base import several_servers_refusal
     from gmm_volunteer.policies.guard import PolicyError, guard
 
     bundle = check_run(cfg, source, bundle=bundle, memory=memory, available=available)
@@ -197,10 +198,7 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
             raise
         except ValueError as exc:  # a built-in policy refusing its options
             raise ConfigError(f"{source}: {exc}") from None
-        if len(servers) > 1 and not getattr(policy, "several_servers", False):
-            raise ConfigError(
-                f"{source}: {kind}: {getattr(cfg, kind)!r} chooses between one dedicated server and the "
-                f"volunteers; it does not run a config with several servers (servers: "
-                f"{', '.join(s.name for s in servers)}; docs/model.md D35). Use one server, or a "
-                f"{kind} that handles several (docs/policies.md)")
+        refusal = several_servers_refusal(kind, getattr(cfg, kind), policy, [s.name for s in servers])
+        if refusal:
+            raise ConfigError(f"{source}: {refusal}")
     return bundle
