@@ -354,8 +354,9 @@ def step_consumption(S, P, t):
         else:
             nd_fac[v, 2] = 1.0 if dem <= cap else cpu_share_time(S, P, v, cap, dem)
         if v >= ns:
-            u_in[home[v]] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
-            u_out[home[v]] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
+            h = home[v] if ns > 1 else 0  # (one server: no look-up, a cache miss at scale)
+            u_in[h] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out[h] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
     g_in, g_out = server_link_factors(alloc, u_in, u_out)
     # The node totals of what is used, added as each consumer's use is settled
     # (batches, then downloads, as the samples were).
@@ -381,8 +382,9 @@ def step_consumption(S, P, t):
         b_cons[b, BAND_OUT] *= nd_fac[v, 1]
         b_cons[b, CPU] *= fc
         if v >= ns:
-            b_cons[b, BAND_IN] *= g_in[home[v]]
-            b_cons[b, BAND_OUT] *= g_out[home[v]]
+            h = home[v] if ns > 1 else 0
+            b_cons[b, BAND_IN] *= g_in[h]
+            b_cons[b, BAND_OUT] *= g_out[h]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
         # `_remaining`: (1 - done) x the phase's work (`ops.phase_work`)
         j, n = b_sub[b], b_size[b]

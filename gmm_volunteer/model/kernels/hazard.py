@@ -103,8 +103,9 @@ def settle_by_hazard(S, P, t):
             c = nd_cons[v, r]
             nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
         if v >= ns:
-            u_in[home[v]] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
-            u_out[home[v]] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
+            h = home[v] if ns > 1 else 0
+            u_in[h] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out[h] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
     g_in, g_out = server_link_factors(alloc, u_in, u_out)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]

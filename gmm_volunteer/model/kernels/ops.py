@@ -499,8 +499,9 @@ def scale_to_shares(cons, a, v, nd_fac, g_in, g_out, n_srv, home):
     cons[a, BAND_OUT] *= nd_fac[v, 1]
     cons[a, CPU] *= nd_fac[v, 2]
     if v >= n_srv:
-        cons[a, BAND_IN] *= g_in[home[v]]
-        cons[a, BAND_OUT] *= g_out[home[v]]
+        h = home[v] if n_srv > 1 else 0  # (one server: no look-up)
+        cons[a, BAND_IN] *= g_in[h]
+        cons[a, BAND_OUT] *= g_out[h]
 
 
 @njit(cache=True, inline="always")
