@@ -112,7 +112,9 @@ def test_energy_follows_the_power_models(synthetic_model):
     sim, ds = _dataset(synthetic_model, users=300, steps=900, classes=THREE, server=2.0)
     base_cpu = sim.cfg.base_profile.cpu
     srv_cpu = ds["server_consumption"].sel(resource="cpu").values.astype(np.float64)
-    np.testing.assert_allclose(ds["server_energy"].values, 10.0 * 2.0 + 10.0 * srv_cpu / base_cpu, rtol=1e-12)
+    idle, full = sim.cfg.server.power.idle_w, sim.cfg.server.power.full_w
+    np.testing.assert_allclose(ds["server_energy"].values, idle * 2.0 + (full - idle) * srv_cpu / base_cpu,
+                               rtol=1e-12)
     phones = ds["user_energy"].sel(user_class="phones").values
     want = (3.0 * ds["class_cpu_given"].sel(user_class="phones").values.astype(np.float64) * 100.0
             / sim.params.amax[1, CPU] + 0.5 * ds["class_transfer"].sel(user_class="phones").values)

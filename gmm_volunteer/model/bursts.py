@@ -16,7 +16,9 @@ runs that differ only in policy, capacity or autoscaler see the same bursts.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from gmm_volunteer.model.errors import not_below
 
 # Tag of the bursts' stream among the streams derived from the run's seed sequence.
 BURST_STREAM = 0xB0257
@@ -35,13 +37,7 @@ class BoundedPareto(_Strict):
     high: float = Field(gt=0)
 
     # A field validator, so that the error names demand.bursts.<law>.high.
-    @field_validator("high")
-    @classmethod
-    def _above_low(cls, v: float, info: ValidationInfo) -> float:
-        lo = info.data.get("low")
-        if lo is not None and not v > lo:
-            raise ValueError(f"must be > low ({lo}), got {v}")
-        return v
+    _above_low = not_below("high", "low", strictly=True)
 
     def quantile(self, u: np.ndarray) -> np.ndarray:
         """Inverse CDF: low / (1 - u (1 - (low/high)^alpha))^(1/alpha), u in [0, 1)."""

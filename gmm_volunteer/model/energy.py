@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 # Default power models, (idle_w, full_w, mbit_j); docs/model.md D37 gives each figure's
-# source. The server's are per base profile (2 cores at the default profile).
+# source. The server's are per base profile (2 cores at the default profile): a
+# SPECpower_ssj2008 result of a 12-core server (58.4 W idle, 222 W full) times 2/12.
 DEFAULT_POWER = {
-    "server": (10.0, 20.0, 0.0),
+    "server": (9.7, 37.0, 0.0),
     "user": (15.0, 26.0, 0.0),
 }
 MAX_POWER_W = 1.0e6  # a bound on any config figure (W, or J per Mbit)

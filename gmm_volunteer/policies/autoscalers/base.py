@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
+from gmm_volunteer.model.errors import not_below
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, _KernelPolicy
 
 
@@ -58,13 +59,7 @@ class AutoscalerOptions(BaseModel):
     monitor: MonitorOptions = Field(default_factory=MonitorOptions)
 
     # Field validators (not a model validator) so that an error names its key.
-    @field_validator("max_units")
-    @classmethod
-    def _max_above_min(cls, v: int, info: ValidationInfo) -> int:
-        lo = info.data.get("min_units")
-        if lo is not None and v < lo:
-            raise ValueError(f"must be >= min_units ({lo}), got {v}")
-        return v
+    _max_above_min = not_below("max_units", "min_units")
 
     @field_validator("initial_units")
     @classmethod

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from gmm_volunteer.model import laws, network
+from gmm_volunteer.model.errors import not_below
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, protected_namespaces=())
 
@@ -50,12 +51,18 @@ class _DistBase(BaseModel):
         return laws.mean(self.law())
 
 
-class Weibull(_DistBase):
+class _ScaleShape(_DistBase):
+    """A law of a scale in seconds and a shape (Weibull, Pareto): one domain for both."""
+
+    dist: str
+    scale: float = Field(gt=0, le=MAX_SECONDS)
+    shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
+
+
+class Weibull(_ScaleShape):
     """S(t) = exp(-(t / scale)^shape) for t >= 0."""
 
     dist: Literal["weibull"]
-    scale: float = Field(gt=0, le=MAX_SECONDS)
-    shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
 
 class LogNormal(_DistBase):
@@ -66,12 +73,10 @@ class LogNormal(_DistBase):
     sigma: float = Field(gt=0, le=MAX_LOG_SIGMA)
 
 
-class Pareto(_DistBase):
+class Pareto(_ScaleShape):
     """S(t) = 1 for t < scale and (scale / t)^shape otherwise."""
 
     dist: Literal["pareto"]
-    scale: float = Field(gt=0, le=MAX_SECONDS)
-    shape: float = Field(ge=MIN_SHAPE, le=MAX_SHAPE)
 
 
 class Exponential(_DistBase):
@@ -124,13 +129,7 @@ class UniformRoundTrip(_RoundTripBase):
     low: float = Field(ge=0, le=MAX_RTT)
     high: float = Field(ge=0, le=MAX_RTT)
 
-    @field_validator("high")
-    @classmethod
-    def _high_above_low(cls, v: float, info: ValidationInfo) -> float:
-        lo = info.data.get("low")
-        if lo is not None and v < lo:
-            raise ValueError(f"must be >= low ({lo}), got {v}")
-        return v
+    _high_above_low = not_below("high", "low")
 
     def law(self) -> np.ndarray:
         return network.rtt_law("uniform", self.low, self.high)
