@@ -1,7 +1,8 @@
 """Several dedicated servers and their network distance to the users (docs/model.md D35):
 the `servers:` config, its errors and overrides, the per-user round-trip-time draws, one
 server in `servers:` storing exactly what the same server in `server:` stores, what the
-engine refuses, and a transfer's round trip against its closed form."""
+engine and the policies refuse, and a transfer's round trip against its closed form (the
+engine with several servers: tests/test_servers_engine.py)."""
 
 from __future__ import annotations
 
@@ -183,26 +184,33 @@ def test_one_server_in_servers_stores_what_server_stores(tmp_path, monkeypatch):
     assert not different, different
 
 
-def test_a_checkpoint_of_server_resumes_under_the_same_config_in_servers(tmp_path, monkeypatch):
-    """A checkpoint records the resolved config, which is the same for both spellings: a
-    run saved under `server:` resumes under `servers:` and ends in the uninterrupted store."""
+def resumed_and_whole(folder: Path, first: str, resumed: str) -> tuple[dict, dict]:
+    """The stores (`_store_files`) of config file `resumed` run from a checkpoint that a
+    run of config file `first` saved at step 100, and of `first` run uninterrupted; in
+    `folder`, the current directory."""
     from gmm_volunteer.cli.commands import main
     from gmm_volunteer.io.results import is_complete
     from gmm_volunteer.run import checkpoint as ck
     from gmm_volunteer.run.engine import Simulation
 
+    assert main(["run", first, "-o", "whole.zarr", "--quiet"]) == 0
+    cfg = load_config(folder / first)
+    cfg.output.path = "out.zarr"
+    saved = ck.checkpoint_dir(folder / "out.zarr")
+    Simulation(cfg).run(progress=False, until=100, checkpoint=ck.Checkpointer(saved, 100))
+    assert main(["run", resumed, "-o", "out.zarr", "--resume", str(saved), "--quiet"]) == 0
+    assert is_complete(folder / "out.zarr")
+    return _store_files(folder / "out.zarr"), _store_files(folder / "whole.zarr")
+
+
+def test_a_checkpoint_of_server_resumes_under_the_same_config_in_servers(tmp_path, monkeypatch):
+    """A checkpoint records the resolved config, which is the same for both spellings: a
+    run saved under `server:` resumes under `servers:` and ends in the uninterrupted store."""
     monkeypatch.chdir(tmp_path)
     base = {"seed": 3, "steps": 200, "users": {"count": 40}}
     (tmp_path / "single.yaml").write_text(yaml.safe_dump({**base, "server": {"capacity": 2}}))
     (tmp_path / "listed.yaml").write_text(yaml.safe_dump({**base, "servers": [{"capacity": 2}]}))
-    assert main(["run", "single.yaml", "-o", "whole.zarr", "--quiet"]) == 0
-    cfg = load_config(tmp_path / "single.yaml")
-    cfg.output.path = "out.zarr"
-    folder = ck.checkpoint_dir(tmp_path / "out.zarr")
-    Simulation(cfg).run(progress=False, until=100, checkpoint=ck.Checkpointer(folder, 100))
-    assert main(["run", "listed.yaml", "-o", "out.zarr", "--resume", str(folder), "--quiet"]) == 0
-    assert is_complete(tmp_path / "out.zarr")
-    whole, out = _store_files(tmp_path / "whole.zarr"), _store_files(tmp_path / "out.zarr")
+    out, whole = resumed_and_whole(tmp_path, "single.yaml", "listed.yaml")
     assert whole.keys() == out.keys()
     different = [k for k in whole if whole[k] != out[k] and k != "zarr.json"]
     assert not different, different
@@ -213,20 +221,19 @@ REFUSED = [
      "run.yaml: servers: entry 1: name 'a' is also the name of entry 0"),
     ({"servers": TWO, "autoscaler": "reactive", "autoscaler_options": {"server": "fog"}},
      "run.yaml: autoscaler_options: server: 'fog' is not a server of this config"),
-    ({"servers": TWO}, "run.yaml: servers: the engine simulates one dedicated server so far"),
-    ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"phase_changes": "carry_over"}},
-     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step"),
+    ({"servers": TWO, "scheduler": "jsq"}, "run.yaml: scheduler: 'jsq' chooses between one dedicated server "
+                                           "and the volunteers; it does not run a config with several servers"),
     ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"progress": "paper"}},
-     "run.yaml: server.rtt: a network distance needs execution.phase_changes: step, execution.progress: work"),
-    ({"server": {"capacity": 2, "rtt": 0.05}, "execution": {"latency": "substep"}},
-     "and execution.latency: whole_step"),
+     "run.yaml: server.rtt: a network distance needs execution.progress: work"),
+    ({"servers": [TWO[0], {**TWO[1], "rtt": 0.1}], "execution": {"progress": "paper"}},
+     "run.yaml: servers.0.rtt: a network distance needs"),
 ]
 
 
-@pytest.mark.parametrize("extra, needle", REFUSED, ids=["duplicate", "unknown_scaled", "two", "carry_over", "paper", "substep"])
+@pytest.mark.parametrize("extra, needle", REFUSED, ids=["duplicate", "unknown_scaled", "jsq_two", "paper", "paper_two"])
 def test_run_refuses_before_any_work(tmp_path, monkeypatch, capsys, extra, needle):
     """Exit 2 naming the file and the key, and nothing written: bad input, and what the
-    engine does not simulate yet."""
+    engine or a policy does not simulate (a router with several servers, D40)."""
     from gmm_volunteer.cli.commands import main
 
     monkeypatch.chdir(tmp_path)

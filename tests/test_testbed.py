@@ -50,6 +50,7 @@ def test_a_bad_testbed_key_is_named(tmp_path, capsys):
     ("users.allocation=fitted", "users.allocation"),
     ("users.initial_data=filled", "users.initial_data"),
     ("testbed.subnet=8.8", "testbed.subnet"),
+    ("server.rtt=0.05", "server.rtt"),
 ])
 def test_what_the_live_system_cannot_run_exits_2(tmp_path, capsys, override, key):
     path = _small(tmp_path)
@@ -279,4 +280,17 @@ def test_a_testbed_execution_contradicting_the_discipline_exits_2(tmp_path, caps
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "testbed.execution:" in err and "contradicts execution.discipline" in err, err
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_the_live_system_refuses_several_servers(tmp_path, capsys):
+    """The testbed runs one dedicated server (docs/model.md D35): a config of two is exit 2
+    naming `servers`, before anything is created."""
+    server = yaml.safe_load(EXAMPLE.read_text())["server"]
+    path = _small(tmp_path, servers=[{**server, "name": "a"}, {**server, "name": "b"}])
+    text = yaml.safe_load(path.read_text())
+    del text["server"]  # the example's one server, now listed twice
+    path.write_text(yaml.safe_dump(text))
+    assert main(["testbed", str(path), "-o", str(tmp_path / "x.zarr")]) == 2
+    assert "servers: the testbed runs one dedicated server" in capsys.readouterr().err
     assert not (tmp_path / "x.zarr").exists()

@@ -238,6 +238,8 @@ def allocation_in_effect(attrs: dict):
     laws = {}
     for section, tp in (("server", ServerAllocationLaw), ("users", UserAllocationLaw)):
         sec = cfg.get(section)
+        if sec is None and section == "server" and isinstance(cfg.get("servers"), list) and cfg["servers"]:
+            sec = cfg["servers"][0]  # several servers (docs/model.md D35): the first
         # Runs stored before these keys existed drew the fitted fractions for both classes.
         raw = sec.get("allocation", "fitted") if isinstance(sec, dict) else "fitted"
         try:
@@ -286,6 +288,58 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _stored_servers(attrs: dict) -> list[dict]:
+    """The `servers:` entries of a store's config (several servers only), else []."""
+    try:
+        cfg = yaml.safe_load(attrs.get("config", "")) or {}
+    except yaml.YAMLError:
+        return []
+    servers = cfg.get("servers") if isinstance(cfg, dict) else None
+    return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else []
+
+
+def _servers_text(attrs: dict) -> str:
+    """'edge 2x, cloud 16x': each server's capacity, or '' for one server."""
+    return ", ".join(f"{s.get('name', 'server')} {s.get('capacity', '?'):g}x" if isinstance(s.get("capacity"), (int, float))
+                     else f"{s.get('name', 'server')} ?" for s in _stored_servers(attrs))
+
+
+def _scaled_name(attrs: dict) -> str:
+    """The server the store's `dedicated_capacity` is of: the one the autoscaler scales."""
+    try:
+        cfg = yaml.safe_load(attrs.get("config", "")) or {}
+        name = (cfg.get("autoscaler_options") or {}).get("server")
+    except (yaml.YAMLError, AttributeError):
+        name = None
+    servers = _stored_servers(attrs)
+    return name or (servers[0].get("name", "server") if servers else "the server")
+
+
+def server_lines(ds: xr.Dataset) -> list[str]:
+    """Each server's row of a store with several servers (docs/model.md D35): its mean
+    CPU use and allocation (cores), memory (MB), the Mbit/s its links carried, the
+    CPU-seconds of the executions it finished and its energy; nothing for one server."""
+    if "consumption_per_server" not in ds:
+        return []
+    res = [str(r) for r in np.asarray(ds["resource"].values)]
+    cons = np.asarray(ds["consumption_per_server"].values, np.float64)
+    alloc = np.asarray(ds["allocation_per_server"].values, np.float64)
+    work = np.asarray(ds["work_per_server"].values, np.float64).sum(axis=0)
+    energy = np.asarray(ds["energy_per_server"].values, np.float64).sum(axis=0)
+    cpu, mem, bin_, bout = (res.index(r) for r in ("cpu", "memory", "band_in", "band_out"))
+    if not cons.shape[0]:  # a store of no steps
+        return []
+    rows = []
+    for k, name in enumerate(np.asarray(ds["server"].values)):
+        c, a = cons[:, k].mean(axis=0), alloc[:, k].mean(axis=0)
+        rows.append([str(name), _fmt(c[cpu] / 100.0, 3), _fmt(a[cpu] / 100.0, 2), _fmt(c[mem], 1),
+                     _fmt(c[bin_] + c[bout], 2), _fmt(float(work[k]), 1), _fmt(float(energy[k]) / 1e3, 2)])
+    lines = ["Per server (means over steps; links: the transfers of the users homed at it)"]
+    lines += _table(["server", "CPU used (cores)", "CPU allocated (cores)", "memory (MB)",
+                     "links (Mbit/s)", "work done (CPU-s)", "energy (kJ)"], rows)
+    return lines + [""]
+
+
 def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     """A readable plain-text summary of one result store."""
     if not (conventions.has_requests(ds) and ds[conventions.COUNT].dims == (conventions.TYPE,)):
@@ -303,10 +357,12 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
         v = a.get(key)
         return f"{v:g}x" if isinstance(v, (int, float)) else "?"
 
+    servers = _servers_text(a)  # several servers (docs/model.md D35)
     header = (
         f"users {_fmt(a.get('users'))} | steps {_fmt(a.get('steps', ds.sizes.get('time')))} | "
         f"scheduler {a.get('scheduler', '?')} | user capacity {cap('user_capacity')} | "
-        f"server capacity {cap('server_capacity')} | seed {seed if seed is not None else '?'}"
+        + (f"servers {servers}" if servers else f"server capacity {cap('server_capacity')}")
+        + f" | seed {seed if seed is not None else '?'}"
     )
     lines = [header]
     if a.get("model_provisional"):
@@ -330,7 +386,9 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                  *(_fmt(float(v), digits) for v in m["latency_quantile_all"].values)])
     lines += _table(["request type", *OUTCOMES, *qlabels], rows)
     lines.append("")
-    lines.append("Server resources (mean and sd over steps; consumption before the executor acts)")
+    several = "consumption_per_server" in ds  # several servers: the rows are their totals (D35)
+    lines.append(f"Server resources{' (all servers)' if several else ''} (mean and sd over steps; "
+                 "consumption before the executor acts)")
     rows = []
     for i, r in enumerate(m["resource"].values):
         unit = str(m["resource_unit"].values[i])
@@ -340,7 +398,9 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
                      _fmt(float(m["server_allocation_mean"].values[i]), 2)])
     lines += _table(["resource", "unit", "consumption mean", "consumption sd", "allocation mean"], rows)
     lines.append("")
-    lines.append(f"Dedicated capacity (autoscaler {a.get('autoscaler', 'fixed')}; "
+    lines += server_lines(ds)
+    scaled = f" of {_scaled_name(a)}" if servers else ""
+    lines.append(f"Dedicated capacity{scaled} (autoscaler {a.get('autoscaler', 'fixed')}; "
                  f"{int(m['scaling_actions_total'])} scaling actions)")
     rows = [[str(r), f"{m['resource_unit'].values[i]}·h",
              _fmt(float(m["capacity_hours"].values[i]), 2)]
@@ -350,8 +410,9 @@ def summarize(ds: xr.Dataset, quantiles=DEFAULT_QUANTILES) -> str:
     fractions = allocation_in_effect(a)
     if fractions is not None:
         (s_law, s_mean, s_sd), (u_law, u_mean, u_sd) = fractions["server"], fractions["users"]
+        first = " (the first)" if servers else ""
         lines.append(f"Allocation fractions in effect (of each node's maximum allocation; "
-                     f"server: {_law_text(s_law)}; users: {_law_text(u_law)})")
+                     f"server{first}: {_law_text(s_law)}; users: {_law_text(u_law)})")
         rows = [[str(r), _fmt(float(s_mean[i]), 3), _fmt(float(s_sd[i]), 3),
                  _fmt(float(u_mean[i]), 3), _fmt(float(u_sd[i]), 3)]
                 for i, r in enumerate(ALLOCATION_RESOURCES)]

@@ -34,9 +34,9 @@ from gmm_volunteer.model.params import DOWNLOAD, EXECUTION, LOADING, MEMORY, PAU
 
 
 @njit(cache=True, inline="always")
-def first_phase(v):
-    """Assigned subtasks start with input download on users, execution on the server."""
-    return EXECUTION if v == 0 else DOWNLOAD
+def first_phase(P, v):
+    """Assigned subtasks start with input download on users, execution on a server."""
+    return EXECUTION if v < P.n_srv else DOWNLOAD
 
 
 @njit(cache=True, inline="always")
@@ -55,7 +55,7 @@ def new_batch_size(S, P, v, j, t):
     """Size of the batch a placement of j on v in step t joins (0: a new batch)."""
     if not P.batching:
         return 0
-    b = batch_born_now(S, P, v, j, first_phase(v), t)
+    b = batch_born_now(S, P, v, j, first_phase(P, v), t)
     return S.b_size[b] if b >= 0 else 0
 
 
@@ -86,7 +86,7 @@ def assign(S, P, i, p, v, t, j=-1):
         raise ValueError("assign: subtask id out of range")
     if j < 0:
         j = P.task_sub[S.rq_type[i], p]
-    phase = first_phase(v)
+    phase = first_phase(P, v)
     b = batch_born_now(S, P, v, j, phase, t) if P.batching else -1
     if b < 0:
         if S.n_bfree[0] <= 0:  # cannot happen with the growth bound; never overrun
@@ -111,14 +111,17 @@ def cancel_obsolete(S, P, t):
 
 @kernel
 def finish_ready_requests(S, P, t):
-    """Finish requests whose subtasks are all done (u^{y,pi} = finish); returns count."""
+    """Finish requests whose subtasks are all done and whose results are in (u^{y,pi} =
+    finish; with a network distance, a server's result reaches its requester a round
+    trip after it is done, docs/model.md D39); returns count."""
     n = 0
     k = 0
     # Arrays bound once (numba counts references on each S.x / P.x read in a loop).
     n_rq, rq_list, rq_ndone, rq_type, task_nsub = S.n_rq, S.rq_list, S.rq_ndone, S.rq_type, P.task_nsub
+    rtt_on, rq_due = P.rtt_on, S.rq_due
     while k < n_rq[0]:
         i = rq_list[k]
-        if rq_ndone[i] == task_nsub[rq_type[i]]:
+        if rq_ndone[i] == task_nsub[rq_type[i]] and (not rtt_on or rq_due[i] <= t):
             clear_slots(S, P, i, t)  # results are done; nothing to cancel
             end_request(S, P, i, t, OUT_COMPLETED)
             start_think(S, P, i, t + 1)

@@ -68,12 +68,16 @@ class ScriptedEvent(BaseModel):
             raise ValueError(f"factor: applies to overload events only, not {self.kind}")
         return self
 
-    def node_ids(self, n_users: int) -> np.ndarray:
+    def node_ids(self, n_users: int, n_srv: int = 1) -> np.ndarray:
+        """The event's nodes: 0 the (first) server, user i node i; with `n_srv` servers
+        the state's nodes, user i at n_srv - 1 + i (docs/model.md D35)."""
         if self.nodes is not None:
-            return np.array(self.nodes, np.int64)
-        a, b = self.user_range
-        lo, hi = math.floor(a * n_users), math.floor(b * n_users)
-        return np.arange(lo + 1, hi + 1, dtype=np.int64)
+            ids = np.array(self.nodes, np.int64)
+        else:
+            a, b = self.user_range
+            lo, hi = math.floor(a * n_users), math.floor(b * n_users)
+            ids = np.arange(lo + 1, hi + 1, dtype=np.int64)
+        return np.where(ids > 0, ids + (n_srv - 1), ids)
 
     def end(self) -> int:
         return FOREVER if self.duration_s is None else self.at_s + self.duration_s
@@ -111,10 +115,10 @@ class Script:
     """The run's events as actions in step order; `act` applies those due at step t
     (engine.Simulation calls it where the control plane acts, between fused chunks)."""
 
-    def __init__(self, events: list[ScriptedEvent], n_users: int):
+    def __init__(self, events: list[ScriptedEvent], n_users: int, n_srv: int = 1):
         acts = []  # (step, order, code, nodes, value)
         for ev in events:
-            nodes = ev.node_ids(n_users)
+            nodes = ev.node_ids(n_users, n_srv)
             if ev.kind == "overload":
                 acts.append((ev.at_s, 1, SCALE, nodes, float(ev.factor)))
                 if ev.duration_s is not None:

@@ -32,7 +32,7 @@ def _fill(S, P, skip, storage_mb, memory_mb):
     """Fill every user not in `skip` (bool, per node) with requested subtask data, up to
     its class's storage and memory (per node class, D36)."""
     key = S.key[0]
-    for v in range(1, P.n_nodes):
+    for v in range(P.n_srv, P.n_nodes):
         if skip[v]:
             continue
         free = storage_mb[S.node_class[v]]
@@ -44,7 +44,7 @@ def _fill(S, P, skip, storage_mb, memory_mb):
                 n += (S.rd_state[v, j] != READY) & (P.sub_data_mb[j] <= free) & (P.sub_dl_mem[j] <= memory)
             if n == 0:
                 break
-            r = int(keyed_uniform(key, KEY_DATA, v, 0, draw) * n)
+            r = int(keyed_uniform(key, KEY_DATA, v - P.n_srv + 1, 0, draw) * n)  # by user number (D35)
             draw += 1
             for j in range(P.n_req):
                 if S.rd_state[v, j] != READY and P.sub_data_mb[j] <= free and P.sub_dl_mem[j] <= memory:
@@ -70,7 +70,7 @@ def fill_initial_data(S, P, params, cfg) -> None:
     skip = np.zeros(params.n_nodes, np.bool_)
     for ev in cfg.events:
         if ev.kind == "join":
-            skip[ev.node_ids(params.n_users)] = True
+            skip[ev.node_ids(params.n_users, params.n_srv)] = True
     # each class's mean allocation (D6, D36): what the download rule sees on average
     storage = params.al_mean[:, STORAGE] * params.amax[:, STORAGE]
     memory = params.al_mean[:, MEMORY] * params.amax[:, MEMORY]

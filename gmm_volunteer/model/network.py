@@ -62,25 +62,32 @@ def user_rtts(rtt_laws: np.ndarray, n_users: int, key) -> np.ndarray:
     return _draw(np.uint64(key), rtt_laws, int(n_users))
 
 
-def node_rtts(cfg, n_users: int, key=None) -> tuple[int, np.ndarray]:
-    """(whether the run has a distance, each node's round-trip time to the server) for a
-    run config: node 0 the server (0), node i user i. Without `key` (a check before the
-    run) the times are left zero. ValueError, naming the key, for what the engine does not
-    simulate: several servers, or a distance with phases that end inside a step or by a
-    hazard draw (docs/model.md D35)."""
+def node_network(cfg, n_users: int, key=None):
+    """The network of a run config (docs/model.md D35): (whether any server has a
+    distance, each node's round-trip time to its home server, each node's home server,
+    each node's round-trip time to each server). Nodes 0..S-1 are the servers (their
+    times zero, each its own home), node S - 1 + i is user i. A user's home server is
+    the nearest (the least round-trip time; ties to the first in config order): the
+    server its volunteer transfers go through. Without `key` (a check before the run)
+    the times are left zero and every home is the first server. ValueError, naming the
+    key, for a distance with phases that end by a hazard draw."""
     servers = getattr(cfg, "servers", None) or [cfg.server]
-    if len(servers) > 1:
-        raise ValueError("servers: the engine simulates one dedicated server so far (docs/model.md "
-                         "D35); give one server")
-    rtt = servers[0].rtt
-    if rtt is None:
-        return 0, np.zeros(n_users + 1)
+    n_srv = len(servers)
+    n_nodes = n_users + n_srv
+    sv_rtt = np.zeros((n_srv, n_nodes))
+    home = np.concatenate([np.arange(n_srv), np.zeros(n_users)]).astype(np.int64)
+    timed = [k for k, s in enumerate(servers) if s.rtt is not None]
+    if not timed:
+        return 0, np.zeros(n_nodes), home, sv_rtt
     ex = cfg.execution
-    if ex.phase_changes != "step" or ex.progress != "work" or ex.latency != "whole_step":
-        raise ValueError("server.rtt: a network distance needs execution.phase_changes: step, "
-                         "execution.progress: work and execution.latency: whole_step (docs/model.md "
-                         "D35: the round-trip time delays a transfer's data within the whole steps "
-                         "it runs)")
+    if ex.progress != "work":
+        where = "server.rtt" if n_srv == 1 else f"servers.{timed[0]}.rtt"
+        raise ValueError(f"{where}: a network distance needs execution.progress: work (docs/model.md "
+                         "D35: the round-trip time delays a transfer's data from when its phase "
+                         "began, which a phase that ends by a hazard draw does not know)")
     if key is None:
-        return 1, np.zeros(n_users + 1)
-    return 1, user_rtts(rtt.law()[None, :], n_users, key)[0]
+        return 1, np.zeros(n_nodes), home, sv_rtt
+    laws = np.stack([s.rtt.law() if s.rtt is not None else rtt_law("fixed", 0.0) for s in servers])
+    sv_rtt[:, n_srv:] = user_rtts(laws, n_users, key)[:, 1:]
+    home[n_srv:] = np.argmin(sv_rtt[:, n_srv:], axis=0)  # the first of equal times
+    return 1, sv_rtt[home, np.arange(n_nodes)], home, sv_rtt

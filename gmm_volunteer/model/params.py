@@ -3,8 +3,10 @@
 Everything the numba kernels need is in one `Params` namedtuple of scalars and arrays,
 built once per run. Index conventions (used throughout the kernels):
 
-* nodes v = 0..N: v = 0 is the server, v = i is user i's device (paper 2.1);
-* node classes c = 0..C: c = 0 is the server, c = 1..C the user classes (docs/model.md
+* nodes v = 0..N + S - 1: v = 0..S-1 are the dedicated servers (S = ``n_srv``, one in
+  paper 2.1; several in config order, docs/model.md D35), v = S - 1 + i is user i's
+  device (with one server, v = i);
+* node classes c = 0..C: c = 0 is the servers, c = 1..C the user classes (docs/model.md
   D36), in the order of ``users.classes``; node v is of class ``S.node_class[v]``. Every
   per-class parameter has C + 1 rows (the availability laws' row 0 is never read);
 * resources r: 0 band_in, 1 band_out, 2 cpu, 3 memory, 4 storage (`constants.RESOURCES`);
@@ -35,7 +37,8 @@ from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them 
     BAND_IN, BAND_OUT, CONSUMPTION_RESOURCES, CPU, DONE, DOWNLOAD, EMPTY, EXECUTION, IDLE, LOADING,
     MEMORY, N_CRES, N_RES, PAUSED, PHASES, READY, RESOURCES, STORAGE, UPLOAD,
 )
-from gmm_volunteer.model.network import node_rtts
+from gmm_volunteer.model.network import node_network
+from gmm_volunteer.model.subtasks import subtask_keys, variant_tables  # noqa: F401  (read from here too)
 from gmm_volunteer.model.structs import ParamsStruct
 
 LEVEL_BATCH, LEVEL_BAND_IN, LEVEL_BAND_OUT = range(3)
@@ -59,25 +62,29 @@ PARAM_FIELDS = (
     # consumption
     "cs_p cs_q cs_ar cs_ma cs_sigma cs_lam cs_zm cs_zsd cs_has level_kind levels n_levels "
     "cs_nhas st_mean st_sd idw_power bt_mean bt_sd cs_yoff cs_eoff cs_ymask cs_emask b_hist dl_hist "
-    # network distance (D35): whether any, and each node's round-trip time to the server
-    "rtt_on nd_rtt"
+    # the dedicated servers (D35): how many, each one's maximum allocation and allocation
+    # fraction law (the control plane's starting capacity and the allocation kernel's)
+    "n_srv sv_amax sv_mean sv_sd sv_const "
+    # network distance (D35): whether any, each node's round-trip time to its home server,
+    # its home server (the nearest), and its round-trip time to every server
+    "rtt_on nd_rtt nd_home sv_rtt"
 ).split()
 Params = namedtuple("Params", PARAM_FIELDS)
 
 # Field types of Params (the kernels' struct type is built from this; build_params casts
 # to it). "i" = int64 scalar, "f" = float64 scalar, (dtype, ndim) = C-contiguous array.
 PARAM_SPEC = {
-    **{k: "i" for k in "n_classes n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over substep fifo paper_progress rtt_on".split()},
+    **{k: "i" for k in "n_classes n_req n_users n_nodes n_sub n_task n_types max_slots hist restart burn_in b_hist dl_hist batching carry_over substep fifo paper_progress rtt_on n_srv".split()},
     **{k: "f" for k in "min_data_mb idw_power hz_nmax vol_overhead".split()},
     **{k: (np.float64, 1) for k in (
         "think_law patience_law type_cum cl_cum sub_data_mb sub_dl_mem sub_heaviest al_sigma al_lam "
         "al_zm al_zsd wk_lsd sub_in_mb sub_out_mb sub_acc hz_icpt hz_logage nd_rtt").split()},
     **{k: (np.int64, 1) for k in (
         "task_nsub sub_type var_n task_nacc al_p al_q al_const al_yoff al_eoff cs_nhas level_kind n_levels wk_dist "
-        "hz_res hz_nterms hz_form hz_link hz_logn").split()},
+        "hz_res hz_nterms hz_form hz_link hz_logn sv_const nd_home").split()},
     **{k: (np.float64, 2) for k in (
         "on_law off_law wk_vol mem_est wk_mean amax al_ar al_ma al_mean al_sd cs_sigma cs_lam cs_zm cs_zsd levels "
-        "hz_cm hz_cs hz_coef hz_type hz_work").split()},
+        "hz_cm hz_cs hz_coef hz_type hz_work sv_amax sv_mean sv_sd sv_rtt").split()},
     **{k: (np.int64, 2) for k in "task_sub var_list cs_p cs_q cs_yoff cs_eoff cs_ymask cs_emask".split()},
     "cs_has": (np.bool_, 2),
     **{k: (np.float64, 3) for k in "cs_ar cs_ma hz_tdev".split()},
@@ -220,68 +227,6 @@ def consumption_rings(cs_p, cs_q):
     return yoff, eoff, ymask, emask, max(1, int(width[1:].max())), max(1, int(width[0]))
 
 
-def subtask_keys(bundle: Bundle, per_model: bool):
-    """(task_sub, sub_type): the subtask j of each (task type k, slot p), -1 past the
-    type's slots, and the subtask type each j runs (docs/model.md D7).
-
-    Per model, slots that run the same subtask type share one j (one copy of its data on
-    a node, one batch); per slot, every (k, p) is a j of its own (paper 2.2)."""
-    type_index = {s.name: m for m, s in enumerate(bundle.subtask_types)}
-    n_task = len(bundle.task_types)
-    task_sub = -np.ones((n_task, max(len(t.subtasks) for t in bundle.task_types)), np.int64)
-    sub_type: list[int] = []
-    key_of: dict[int, int] = {}
-    for k, task in enumerate(bundle.task_types):
-        for p, name in enumerate(task.subtasks):
-            m = type_index[name]
-            if not per_model or m not in key_of:
-                key_of[m] = len(sub_type)
-                sub_type.append(m)
-            task_sub[k, p] = key_of[m]
-    return task_sub, np.array(sub_type, np.int64)
-
-
-def variant_tables(bundle: Bundle, task_sub, task_nsub, sub_type, enabled: bool, per_model: bool):
-    """Model variants (issue 12 item 1; docs/model.md D24).
-
-    Subtask j < n_req is a requested one; with variants enabled, every requested j whose
-    subtask type names a `function` shared by other types may also be served by those
-    types. Per model (D7), the variant of another type is that type's own subtask (its
-    data is the same file), appended after the requested ones only if no slot requests
-    it; per slot, it is one more subtask per (requested j, other type), with its own
-    data, as the paper keys readiness by (v, k, p).
-    Returns (sub_type, sub_acc, var_list, var_n, task_nacc): the extended type of each
-    subtask, its accuracy (0 when its type gives none), the subtasks that may serve each
-    requested one (itself first) and their number, and per task type the slots whose
-    type has an accuracy."""
-    st = bundle.subtask_types
-    n_req = len(sub_type)
-    types = list(sub_type)
-    alts = [[j] for j in range(n_req)]
-    if enabled:
-        for j in range(n_req):
-            f = st[sub_type[j]].function
-            if f is None:
-                continue
-            for m, other in enumerate(st):
-                if m == sub_type[j] or other.function != f:
-                    continue
-                if per_model and m in types:
-                    alts[j].append(types.index(m))
-                else:
-                    alts[j].append(len(types))
-                    types.append(m)
-    sub_acc = np.array([st[m].accuracy or 0.0 for m in types])
-    width = max(len(a) for a in alts)
-    var_list = np.full((n_req, width), -1, np.int64)
-    for j, a in enumerate(alts):
-        var_list[j, : len(a)] = a
-    task_nacc = np.array([sum(1 for p in range(task_nsub[k]) if sub_acc[task_sub[k, p]] > 0)
-                          for k in range(len(task_nsub))], np.int64)
-    return (np.array(types, np.int64), sub_acc, var_list,
-            np.array([len(a) for a in alts], np.int64), task_nacc)
-
-
 def _cumulative(probs) -> np.ndarray:
     """Cumulative probabilities, the last exactly 1 (a uniform draw always finds one)."""
     cum = np.cumsum(np.asarray(probs, dtype=np.float64))
@@ -294,7 +239,8 @@ def build_params(cfg, bundle: Bundle, key=None) -> Params:
     hash key (`rng.hash_key`), draws the users' round-trip times to the server (D35);
     without it (a check before the run) they are left zero."""
     n_users = int(cfg.users.count)
-    rtt_on, nd_rtt = node_rtts(cfg, n_users, key)
+    rtt_on, nd_rtt, nd_home, sv_rtt = node_network(cfg, n_users, key)
+    n_srv = sv_rtt.shape[0]
     hist = history_length(bundle)
     n_types = len(bundle.subtask_types)
 
@@ -325,6 +271,7 @@ def build_params(cfg, bundle: Bundle, key=None) -> Params:
     # Node classes (D36): row 0 the server, rows 1..C the user classes.
     classes = cfg.users.class_list(cfg.availability)
     amax = np.stack([cfg.server.maximum(base_vec)] + [c.maximum(base_vec) for c in classes])
+    servers = getattr(cfg, "servers", None) or [cfg.server]
 
     alloc_blocks = [(bundle.allocation[r].arma, bundle.allocation[r].yeo_johnson) for r in RESOURCES]
     al_p, al_q, al_ar, al_ma, al_sigma, al_lam, al_zm, al_zsd = _arma_arrays(alloc_blocks, hist)
@@ -340,6 +287,9 @@ def build_params(cfg, bundle: Bundle, key=None) -> Params:
     al_mean = np.stack([law.fractions(fitted)[0] for law in laws])
     al_sd = np.stack([law.fractions(fitted)[1] for law in laws])
     al_const = np.all(al_sd == 0.0, axis=1).astype(np.int64)
+    # each server's own (row 0 of the node classes is the first server's)
+    sv_mean = np.stack([s.allocation.fractions(fitted)[0] for s in servers])
+    sv_sd = np.stack([s.allocation.fractions(fitted)[1] for s in servers])
 
     # Consumption: stage x consumption-resource ARMA blocks and scaling statistics.
     cres = CONSUMPTION_RESOURCES
@@ -394,7 +344,7 @@ def build_params(cfg, bundle: Bundle, key=None) -> Params:
 
     raw = dict(
         n_users=n_users,
-        n_nodes=n_users + 1,
+        n_nodes=n_users + n_srv,
         n_sub=n_sub,
         n_task=n_task,
         n_types=n_types,
@@ -481,8 +431,15 @@ def build_params(cfg, bundle: Bundle, key=None) -> Params:
         cs_emask=cs_emask,
         b_hist=b_hist,
         dl_hist=dl_hist,
+        n_srv=n_srv,
+        sv_amax=np.stack([s.maximum(base_vec) for s in servers]),
+        sv_mean=sv_mean,
+        sv_sd=sv_sd,
+        sv_const=np.all(sv_sd == 0.0, axis=1).astype(np.int64),
         rtt_on=rtt_on,
         nd_rtt=nd_rtt,
+        nd_home=nd_home,
+        sv_rtt=sv_rtt,
     )
     return Params(**{k: _cast(k, v) for k, v in raw.items()})
 
@@ -634,8 +591,15 @@ def _pack(T):
     s.cs_emask = T.cs_emask
     s.b_hist = T.b_hist
     s.dl_hist = T.dl_hist
+    s.n_srv = T.n_srv
+    s.sv_amax = T.sv_amax
+    s.sv_mean = T.sv_mean
+    s.sv_sd = T.sv_sd
+    s.sv_const = T.sv_const
     s.rtt_on = T.rtt_on
     s.nd_rtt = T.nd_rtt
+    s.nd_home = T.nd_home
+    s.sv_rtt = T.sv_rtt
     return s
 
 

@@ -35,6 +35,8 @@ STATE_FIELDS = (
     "ah_t ah_v ah_n rh_t rh_v rh_tok rh_n "
     # requests (q, d^q)
     "rq_type rq_since rq_start rq_count rq_nthink rq_tok rq_ndone rq_acc rq_list rq_pos n_rq obs_list n_obs "
+    # when the results the servers executed reach the requester (D39; with a distance only)
+    "rq_due "
     # request log
     "lg_user lg_type lg_start lg_end lg_time lg_out lg_acc n_lg "
     # completed subtasks per subtask j (variants served, D24)
@@ -48,7 +50,7 @@ STATE_FIELDS = (
     # execution y per request slot
     "ex_node ex_phase ex_batch ex_tend "
     # batches (pool) and their member lists
-    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done b_tau b_share "
+    "b_node b_sub b_phase b_age b_born b_size b_head b_mem b_cons b_h b_eps b_done b_tau b_share b_lead "
     "b_nnext b_nprev b_list b_pos n_b b_free n_bfree sl_next sl_prev cs_normals "
     # per-node aggregates
     "nd_bhead nd_jcount nd_ndl nd_committed nd_cons nd_fac nd_work nd_touched nd_tstamp n_touched "
@@ -59,8 +61,12 @@ STATE_FIELDS = (
     # per user class (D36; written only when there are several): online users, and the
     # band_in, band_out and CPU their nodes used
     "ser_conline ser_ccons "
-    # the dedicated server's maximum allocation per resource, set by the control plane
-    # (autoscaler; docs/model.md D17); the allocation kernel reads it, not P.amax[0]
+    # per dedicated server (D35; written only when there are several): its allocation,
+    # what it used and the CPU-seconds of the executions it finished
+    "ser_svalloc ser_svcons ser_svwork "
+    # each dedicated server's maximum allocation per resource, server s at s * N_RES...,
+    # set by the control plane (autoscaler; docs/model.md D17); the allocation kernel
+    # reads it, not P.sv_amax
     "srv_cap "
     # time-varying demand: cumulative rate multiplier and which durations it warps
     # ([think time, offline period]); length 1 and zeros for the stationary model (D18)
@@ -107,6 +113,8 @@ def allocate(P: Params, steps: int) -> State:
     """Empty state for `P` and a run of `steps` steps (everything offline, no requests)."""
     V, J, S = P.n_nodes, P.n_sub, P.max_slots
     C = getattr(P, "n_classes", 1)  # user classes (D36); sizing namespaces leave it out
+    sv_amax = getattr(P, "sv_amax", P.amax[:1])  # the servers' maxima (D35); sizing namespaces give one
+    n_srv = sv_amax.shape[0]
     b_cap = max(256, V // 2)
     d_cap = max(256, V // 4)
     # The request log is the one structure that grows with the horizon (the run's output:
@@ -153,6 +161,7 @@ def allocate(P: Params, steps: int) -> State:
         rq_pos=_i(V, -1, np.int32),
         n_rq=_i(1),
         obs_list=_i(V, -1, np.int32),
+        rq_due=np.zeros(V if getattr(P, "rtt_on", 0) else 1),
         n_obs=_i(1),
         lg_user=_i(lg_cap, 0, np.int32),
         lg_type=_i(lg_cap, 0, np.int8),
@@ -215,6 +224,9 @@ def allocate(P: Params, steps: int) -> State:
         b_done=np.zeros(b_cap),
         b_tau=np.full(b_cap, -1.0),  # when in the step its phase ended (D26; carry_over only)
         b_share=np.zeros(b_cap),  # an executing batch's CPU factor in the step (D28; fifo only)
+        # the part of its birth step a user's transfer phase had when it was carried in
+        # (D26), which its round trip already ran in (D35)
+        b_lead=np.zeros(b_cap),
         b_nnext=_i(b_cap, -1, np.int32),
         b_nprev=_i(b_cap, -1, np.int32),
         b_list=_i(b_cap, -1, np.int32),
@@ -250,7 +262,10 @@ def allocate(P: Params, steps: int) -> State:
         # progress: paper only (D27): the server's CPU demand before the share (%) and
         # its batches active in the step
         ser_demand=np.zeros((steps, 2), np.float32),
-        srv_cap=np.array(P.amax[0], np.float64),
+        ser_svalloc=np.zeros((steps if n_srv > 1 else 0, n_srv, N_RES), np.float32),
+        ser_svcons=np.zeros((steps if n_srv > 1 else 0, n_srv, N_RES), np.float32),
+        ser_svwork=np.zeros((steps if n_srv > 1 else 0, n_srv), np.float32),
+        srv_cap=np.array(sv_amax, np.float64).ravel(),
         ser_conline=np.zeros((steps if C > 1 else 0, C), np.int32),
         ser_ccons=np.zeros((steps if C > 1 else 0, C, CPU + 1), np.float32),
         dm_cum=np.zeros(1),
@@ -263,7 +278,7 @@ _POOL_GROUPS = {
     # pool name: (count field, free-stack field, free-count field, fields indexed by pool id)
     "batch": ("n_b", "b_free", "n_bfree",
               ("b_node", "b_sub", "b_phase", "b_age", "b_born", "b_size", "b_head", "b_mem",
-               "b_cons", "b_h", "b_eps", "b_done", "b_tau", "b_share", "b_nnext", "b_nprev", "b_list", "b_pos")),
+               "b_cons", "b_h", "b_eps", "b_done", "b_tau", "b_share", "b_lead", "b_nnext", "b_nprev", "b_list", "b_pos")),
     "download": ("n_dl", "dl_free", "n_dlfree",
                  ("dl_node", "dl_sub", "dl_age", "dl_cons", "dl_h", "dl_list", "dl_pos", "dl_run")),
 }
@@ -391,6 +406,7 @@ def _pack(T):
     s.n_rq = T.n_rq
     s.obs_list = T.obs_list
     s.n_obs = T.n_obs
+    s.rq_due = T.rq_due
     s.lg_user = T.lg_user
     s.lg_type = T.lg_type
     s.lg_start = T.lg_start
@@ -447,6 +463,7 @@ def _pack(T):
     s.b_done = T.b_done
     s.b_tau = T.b_tau
     s.b_share = T.b_share
+    s.b_lead = T.b_lead
     s.b_nnext = T.b_nnext
     s.b_nprev = T.b_nprev
     s.b_list = T.b_list
@@ -482,6 +499,9 @@ def _pack(T):
     s.ser_demand = T.ser_demand
     s.ser_conline = T.ser_conline
     s.ser_ccons = T.ser_ccons
+    s.ser_svalloc = T.ser_svalloc
+    s.ser_svcons = T.ser_svcons
+    s.ser_svwork = T.ser_svwork
     s.srv_cap = T.srv_cap
     s.dm_cum = T.dm_cum
     s.dm_on = T.dm_on

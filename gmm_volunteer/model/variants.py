@@ -3,7 +3,7 @@ docs/routing.md, "Model variants").
 
 The bundle's catalog says which subtask types are functionally equivalent (`function`)
 and their accuracy; with ``execution.variants`` a slot whose type has variants may be
-served by any of them (params.variant_tables). The kernels record, per completed
+served by any of them (subtasks.variant_tables). The kernels record, per completed
 subtask, the subtask that served it (``S.sv_count``), and per ended request the mean
 accuracy of the variants that served its slots (``S.lg_acc``; slots whose type gives no
 accuracy do not count). This module turns them into result variables:

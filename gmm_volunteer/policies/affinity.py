@@ -13,7 +13,7 @@ from gmm_volunteer.model.actions import (
     unplaced_requests_fifo,
 )
 from gmm_volunteer.policies.base import OPTIONS_CONFIG, Scheduler
-from gmm_volunteer.policies.common import candidate, schedule_downloads
+from gmm_volunteer.policies.common import candidate, candidate_index, n_candidates, schedule_downloads
 from gmm_volunteer.model.rng import STREAM_SCHEDULER, permutation, randint, uniform
 
 
@@ -55,13 +55,12 @@ def _nodes_running(S, P):
 
 
 @kernel
-def _busy_positions(S, j, nodes, out):
+def _busy_positions(S, P, j, nodes, out):
     """Candidate indices (see `candidate`) of the eligible nodes among `nodes`, sorted
     and without repeats, in out[:n]; returns n."""
-    n_cand = S.hd_n[j] + 1
     n = 0
     for v in nodes:
-        idx = n_cand - 1 if v == 0 else S.hd_pos[v, j]
+        idx = candidate_index(S, P, j, v)
         if idx >= 0:  # else not a candidate: its data is no longer ready
             out[n] = idx
             n += 1
@@ -140,7 +139,7 @@ def affinity_place(S, P, t, args):
         done = 0
         # Eligible nodes running j already, most executions of j first (random ties
         # drawn in candidate order).
-        nb = _busy_positions(S, j, run_node[run_offs[j] : run_offs[j + 1]], busy_pos)
+        nb = _busy_positions(S, P, j, run_node[run_offs[j] : run_offs[j + 1]], busy_pos)
         for o in range(nb):
             v = candidate(S, j, busy_pos[o])
             busy[o] = v
@@ -153,7 +152,7 @@ def affinity_place(S, P, t, args):
             continue
         # Then the other candidates, in candidate order, visited in random order
         # (partial Fisher-Yates).
-        n_cand = S.hd_n[j] + 1
+        n_cand = n_candidates(S, P, j)
         ni = n_cand - nb
         idle = np.empty(ni, np.int64)
         r = 0
@@ -174,9 +173,13 @@ def affinity_place(S, P, t, args):
 
 class Affinity(Scheduler):
     """Prefers nodes already running the same subtask and fills their free-memory slots
-    with shuffled users (paper 2.3)."""
+    with shuffled users (paper 2.3). With several servers (docs/model.md D35) every
+    server is a candidate like a volunteer: one running the subtask is filled in the
+    order of its executions, the others are visited in random order with the idle
+    volunteers."""
 
     name = "affinity"
+    several_servers = True
     Options = AffinityOptions
     downloads = affinity_downloads
     place = affinity_place

@@ -75,6 +75,17 @@ def checkpoint_refusal(cls) -> str | None:
     return None
 
 
+def several_servers_refusal(kind: str, name: str, policy, servers: list[str]) -> str | None:
+    """Why `policy` (the config's `kind` named `name`) cannot run a config with these
+    servers, or None: one server suits every policy; several only one that says it
+    chooses among them (`several_servers`, docs/model.md D40)."""
+    if len(servers) <= 1 or getattr(policy, "several_servers", False):
+        return None
+    return (f"{kind}: {name!r} chooses between one dedicated server and the volunteers; it does not "
+            f"run a config with several servers (servers: {', '.join(servers)}; docs/model.md D40). Use "
+            f"one server, or a {kind} that handles several (docs/policies.md)")
+
+
 class NoOptions(BaseModel):
     """Options of a policy that has none: any key is an error."""
 
@@ -104,6 +115,10 @@ class _KernelPolicy:
     name: ClassVar[str] = "policy"
     Options: ClassVar[type[BaseModel]] = NoOptions
     _HOOKS: ClassVar[tuple[str, ...]] = ()
+    # Whether it runs a config with several dedicated servers (docs/model.md D35): a
+    # policy that says so chooses among all of them (its docstring gives the rule);
+    # any other is refused such a config before the run (`run.preflight`).
+    several_servers: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

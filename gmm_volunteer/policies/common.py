@@ -59,8 +59,22 @@ def schedule_downloads(S, P, t, max_downloads, n_j=-1):
 
 @njit(cache=True, inline="always")
 def candidate(S, j, idx):
-    """idx-th eligible node for subtask j: online holders of ready data, then the server."""
-    return 0 if idx == S.hd_n[j] else S.hd_list[j, idx]
+    """idx-th eligible node for subtask j, idx < `n_candidates`: the online holders of
+    its ready data, then the server (with several, D35, the servers 0..S-1, which hold
+    every subtask's data)."""
+    return idx - S.hd_n[j] if idx >= S.hd_n[j] else S.hd_list[j, idx]
+
+
+@njit(cache=True, inline="always")
+def n_candidates(S, P, j):
+    """How many nodes are eligible for subtask j (`candidate`)."""
+    return S.hd_n[j] + P.n_srv
+
+
+@njit(cache=True, inline="always")
+def candidate_index(S, P, j, v):
+    """`candidate`'s index of node v, or -1 if v is not eligible for j now."""
+    return S.hd_n[j] + v if v < P.n_srv else S.hd_pos[v, j]
 
 
 @kernel
@@ -72,13 +86,14 @@ def pick_uniform_feasible(S, P, j, t, tries):
     The test, `free_memory(S, v) >= marginal_memory(S, P, v, j, t)` (model.actions), is
     written out on arrays bound once per call: numba counts references on each `S.x` /
     `P.x` read and on each array passed to a helper, and a placement tries up to `tries`
-    nodes. Iterations 0..tries-1 are the random tries, the next n the exact scan."""
-    n = S.hd_n[j] + 1
+    nodes. Iterations 0..tries-1 are the random tries, the next n the exact scan. The
+    candidates are the holders of j's data and every server (`candidate`)."""
+    n = n_candidates(S, P, j)
     hd_list, rng = S.hd_list, S.rng
     alloc, committed, mem_est = S.alloc, S.nd_committed, P.mem_est
     mg_key, mg_id, mg_t = S.mg_key, S.mg_id, S.mg_t
     b_node, b_sub, b_phase, b_born, b_age, b_size = S.b_node, S.b_sub, S.b_phase, S.b_born, S.b_age, S.b_size
-    n_sub, batching, holders = P.n_sub, P.batching, n - 1
+    n_sub, batching, holders, ns = P.n_sub, P.batching, S.hd_n[j], P.n_srv
     mask = mg_key.shape[0] - 1
     feasible = np.empty(0, np.int64)
     m = 0
@@ -89,10 +104,10 @@ def pick_uniform_feasible(S, P, j, t, tries):
             if it == tries:
                 feasible = np.empty(n, np.int64)
             idx = it - tries
-        v = 0 if idx == holders else hd_list[j, idx]  # `candidate`
+        v = idx - holders if idx >= holders else hd_list[j, idx]  # `candidate`
         # `new_batch_size`: the batch of (v, j, first phase) formed in step t, from the
         # merge table as `ops.batch_born_now` finds it
-        phase = EXECUTION if v == 0 else DOWNLOAD
+        phase = EXECUTION if v < ns else DOWNLOAD
         size = 0
         if batching:
             key = (np.int64(v) * n_sub + j) * 4 + phase

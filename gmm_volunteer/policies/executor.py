@@ -103,7 +103,7 @@ def enforce_node(S, P, v, t):
             if d >= 0 and S.rd_state[v, j] == LOADING:
                 mem -= S.dl_cons[d, MEMORY]  # before pausing, which zeroes it
                 pause_download(S, v, j)
-    if v > 0 and S.rd_used[v] > S.alloc[v, STORAGE] + 1e-9:
+    if v >= P.n_srv and S.rd_used[v] > S.alloc[v, STORAGE] + 1e-9:
         mem -= _free_storage(S, P, v, t)
     for phase in (DOWNLOAD, EXECUTION, UPLOAD):
         while mem > cap:
@@ -137,7 +137,8 @@ def resume_paused(S, P, t):
 
 @kernel
 def executor_step(S, P, t, args):
-    enforce_node(S, P, 0, t)
+    for s in range(P.n_srv):  # the dedicated servers (D35), then the online users
+        enforce_node(S, P, s, t)
     on_list, nd_cons, tstamp, alloc, rd_used = S.on_list, S.nd_cons, S.nd_tstamp, S.alloc, S.rd_used
     for k in range(S.n_on[0]):
         v = on_list[k]
@@ -149,7 +150,9 @@ def executor_step(S, P, t, args):
 
 
 class DefaultExecutor(Executor):
-    """Hard memory/storage limits, soft CPU/bandwidth (paper 2.3)."""
+    """Hard memory/storage limits, soft CPU/bandwidth (paper 2.3), on every server and
+    online user alike (several servers: each enforces its own, D35)."""
 
     name = "default"
+    several_servers = True
     act_kernel = executor_step

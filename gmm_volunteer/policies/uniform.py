@@ -47,9 +47,11 @@ def uniform_place(S, P, t, args):
 
 class Uniform(Scheduler):
     """Each unplaced subtask goes to a node drawn uniformly among the feasible ones
-    (online, data ready, memory estimate fits), the server included (paper 2.3)."""
+    (online, data ready, memory estimate fits), the server included (paper 2.3); with
+    several servers each is one candidate among the others (docs/model.md D35)."""
 
     name = "uniform"
+    several_servers = True
     Options = UniformOptions
     downloads = uniform_downloads
     place = uniform_place

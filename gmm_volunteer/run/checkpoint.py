@@ -558,7 +558,8 @@ def _check_sizes(path: Path, attrs: dict, cfg) -> None:
     them (a state of fewer steps than the config says corrupts memory). A second line
     behind the manifest's digest, for a manifest rewritten with a digest to match."""
     arrays = attrs.get("arrays") if isinstance(attrs.get("arrays"), dict) else {}
-    sizes = {"online": ("users.count", int(cfg.users.count) + 1),  # node 0 is the server
+    n_srv = len(getattr(cfg, "servers", None) or [cfg.server])  # nodes 0..S-1 are the servers (D35)
+    sizes = {"online": ("users.count", int(cfg.users.count) + n_srv),
              "ser_online": ("steps", int(cfg.steps))}
     for field, (key, n) in sizes.items():
         arr = arrays.get(field)

@@ -14,6 +14,7 @@ import numpy as np
 from gmm_volunteer.io.conventions import REQUEST, flag_attrs
 from gmm_volunteer.model.constants import BAND_IN, BAND_OUT, CPU
 from gmm_volunteer.model.energy import server_energy, user_energy
+from gmm_volunteer.run.server_series import server_capacities, server_energies
 
 CLASS_DIM = "user_class"
 
@@ -26,19 +27,24 @@ def user_events(ser_ev: np.ndarray) -> np.ndarray:
     return np.stack([ser_ev[:, 0], ser_ev[:, 1:].sum(axis=1)], axis=1)
 
 
-def class_series(cfg, params, arrays, steps: int, n_requests: int, capacity: np.ndarray | None):
+def class_series(cfg, params, arrays, steps: int, n_requests: int, capacity: np.ndarray | None,
+                 scaled: int = 0):
     """(series, coords) of the record (`RunRecord.policy_series` layout) for the first
-    `steps` steps and `n_requests` logged requests; `capacity` is the server's maximum
-    allocation in effect per step (steps, resources), None for the configured one."""
+    `steps` steps and `n_requests` logged requests; `capacity` is the maximum allocation
+    in effect per step (steps, resources) of server `scaled` (the one an autoscaler
+    scales), None for the configured one. With several servers `server_energy` is the
+    sum of theirs (`server_series`, D35)."""
     classes = cfg.users.class_list(cfg.availability)
     names = [c.name for c in classes]
     base_cpu = float(cfg.base_profile.cpu)
     srv_cpu = (np.asarray(capacity)[:steps, CPU] if capacity is not None
                else np.full(steps, params.amax[0, CPU]))
     scons = arrays.ser_scons[:steps].astype(np.float64)
-    # the server moves what the users download and upload (its band_out and band_in)
-    srv = server_energy(cfg.server.power, srv_cpu / base_cpu, scons[:, CPU],
-                        scons[:, BAND_IN] + scons[:, BAND_OUT], base_cpu)
+    if params.n_srv > 1:  # each server with its own capacity and power model (D35)
+        srv = server_energies(cfg, arrays, steps, server_capacities(params, steps, scaled, capacity)).sum(axis=1)
+    else:  # the server moves what the users download and upload (its band_out and band_in)
+        srv = server_energy(cfg.server.power, srv_cpu / base_cpu, scons[:, CPU],
+                            scons[:, BAND_IN] + scons[:, BAND_OUT], base_cpu)
     if len(classes) == 1:
         ucons = arrays.ser_ucons[:steps, None, :].astype(np.float64)
     else:

@@ -27,16 +27,18 @@ from gmm_volunteer.model.initial_data import fill_initial_data
 from gmm_volunteer.model.kernels.allocation import allocation_restart
 from gmm_volunteer.model.kernels.heap import heap_push
 from gmm_volunteer.model.kernels.ops import list_add
-from gmm_volunteer.model.kernels.people import start_think
+from gmm_volunteer.model.kernels.people import start_think, user_number
 from gmm_volunteer.model.kernels.step import dynamics_step, needs_growth
 from gmm_volunteer.model.params import READY, Params, build_params, mean_duration, pack_params
 from gmm_volunteer.model.laws import MAX_DURATION, length_biased
 from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
 from gmm_volunteer.policies.autoscalers.control import ControlPlane, autoscaler_generator
+from gmm_volunteer.policies.base import several_servers_refusal
 from gmm_volunteer.policies.runner import fused_runner
 from gmm_volunteer.io.runrecord import RunRecord
 from gmm_volunteer.model.variants import served_series
 from gmm_volunteer.run.class_series import class_series, user_events
+from gmm_volunteer.run.server_series import server_series
 from gmm_volunteer.model.state import allocate, grow_if_needed, pack_state
 from gmm_volunteer.policies.guard import guard
 
@@ -45,12 +47,13 @@ from gmm_volunteer.policies.guard import guard
 def assign_classes(S, P):
     """Each user's device class (docs/model.md D36): a draw keyed by (seed, user) from the
     classes' shares, so that a user has the same class whatever the policies, the
-    capacities or the number of users (common random numbers, D5). The server is node
-    class 0; with one class nothing is drawn."""
-    for v in range(1, P.n_nodes):
+    capacities, the number of users or of servers (common random numbers, D5; the key
+    is the user's number, D35). The servers are node class 0; with one class nothing is
+    drawn."""
+    for v in range(P.n_srv, P.n_nodes):
         c = 0
         if P.n_classes > 1:
-            u = keyed_uniform(S.key[0], KEY_CLASS, v, 0, 0)
+            u = keyed_uniform(S.key[0], KEY_CLASS, user_number(P, v), 0, 0)
             while c < P.n_classes - 1 and u > P.cl_cum[c]:
                 c += 1
         S.node_class[v] = c + 1
@@ -81,7 +84,7 @@ def stationary_availability(P: Params, g: np.random.Generator, node_class: np.nd
     n = P.n_users
     on_laws, off_laws = np.atleast_2d(P.on_law), np.atleast_2d(P.off_law)
     first = 0 if on_laws.shape[0] == 1 else 1
-    cls = np.full(n, first) if node_class is None else np.asarray(node_class[1:])
+    cls = np.full(n, first) if node_class is None else np.asarray(node_class[-n:]) if n else np.zeros(0, np.int64)
     used = range(first, on_laws.shape[0])
     p_on = np.zeros(on_laws.shape[0])
     for c in used:
@@ -102,17 +105,20 @@ def stationary_availability(P: Params, g: np.random.Generator, node_class: np.nd
 
 @kernel
 def _init_state(S, P, online, age, next_change):
-    S.online[0] = 1
-    S.cl_on[0] = 1
-    for j in range(P.n_sub):
-        S.rd_state[0, j] = READY
-        S.rd_mb[0, j] = P.sub_data_mb[j]
-        S.rd_used[0] += P.sub_data_mb[j]
-        S.rd_reserved[0] += P.sub_data_mb[j]
-    S.rd_nready[0] = P.n_sub
-    allocation_restart(S, P, 0, 0)
+    """The servers online with every subtask's data (paper 2.2: the server holds it a
+    priori; each server, D35), and the users as drawn (node S + k is the k-th)."""
+    for s in range(P.n_srv):
+        S.online[s] = 1
+        S.cl_on[0] += 1
+        for j in range(P.n_sub):
+            S.rd_state[s, j] = READY
+            S.rd_mb[s, j] = P.sub_data_mb[j]
+            S.rd_used[s] += P.sub_data_mb[j]
+            S.rd_reserved[s] += P.sub_data_mb[j]
+        S.rd_nready[s] = P.n_sub
+        allocation_restart(S, P, s, 0)
     for k in range(online.size):
-        i = k + 1
+        i = k + P.n_srv
         S.av_since[i] = -1 - age[k]
         if next_change[k] < MAX_DURATION:  # a state that never ends gets no timer
             heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, next_change[k], i, next_change[k])
@@ -186,9 +192,14 @@ class Simulation:
         with guard([("autoscaler", cfg.autoscaler)], "__init__ or reset"):
             self.autoscaler = make_autoscaler(cfg.autoscaler, cfg.autoscaler_options)
             self.autoscaler.reset(self.P, autoscaler_rng)
+        for kind in ("executor", "scheduler", "autoscaler"):  # `gmmv run` says so before (preflight)
+            names = cfg.server_names() if hasattr(cfg, "server_names") else []
+            refusal = several_servers_refusal(kind, getattr(cfg, kind), getattr(self, kind), names)
+            if refusal:
+                raise ValueError(refusal)
         self.control = ControlPlane(self.autoscaler, cfg, self.params)
         check_events(cfg.events, self.params.n_users)  # configs check this at load already
-        self.script = Script(cfg.events, self.params.n_users)  # scripted events (D25)
+        self.script = Script(cfg.events, self.params.n_users, self.params.n_srv)  # scripted events (D25)
         for kind, policy in (("executor", self.executor), ("scheduler", self.scheduler)):
             if hasattr(policy, "prepare"):  # policies that keep arrays (routers)
                 with guard([(kind, getattr(cfg, kind))], "prepare"):
@@ -331,7 +342,9 @@ class Simulation:
         # is while the run goes on, and a million users' log is not held twice. Read-only,
         # so that no reader of the record can write into the run's state.
         return RunRecord(
-            request_user=_frozen(S.lg_user[:n]),
+            # users by number, 1..N (the log holds nodes: user i is node S - 1 + i, D35)
+            request_user=_frozen(S.lg_user[:n] if self.params.n_srv == 1
+                                 else (S.lg_user[:n] - (self.params.n_srv - 1)).astype(S.lg_user.dtype)),
             request_type=_frozen(S.lg_type[:n]),
             request_start=_frozen(S.lg_start[:n]),
             # when each ended: the last active step, or under latency: substep the time (D34)
@@ -357,10 +370,15 @@ class Simulation:
                                        [s.name for s in self.bundle.subtask_types],
                                        [s.accuracy for s in self.bundle.subtask_types])
         # per user class and energy (D36, D37)
+        capacity = self.control.capacity_series(T)
         cs, cc = class_series(self.cfg, self.params, self.arrays, T, int(self.arrays.n_lg[0]),
-                              self.control.capacity_series(T))
+                              capacity, self.control.server)
         series.update(cs)
         coords.update(cc)
+        ss, sc = server_series(self.cfg, self.params, self.arrays, T, self.control.server,
+                               capacity if self.control.scales else None)  # several servers (D35)
+        series.update(ss)
+        coords.update(sc)
         if self.params.paper_progress:  # what the paper's accounting asks of the server (D27)
             series["server_cpu_demand"] = (("time",), self.arrays.ser_demand[:T, 0].copy(), {
                 "long_name": "server CPU demand before the proportional share (progress: paper)",

@@ -111,7 +111,7 @@ def estimate_memory(cfg, bundle) -> int:
     base = _state_bytes(bundle, restart, small, 1, per_model)
     per_node = (_state_bytes(bundle, restart, big, 1, per_model) - base) / (big - small)
     per_step = (_state_bytes(bundle, restart, small, 1_001, per_model) - base) / 1_000
-    nodes, steps = cfg.users.count + 1, cfg.steps
+    nodes, steps = cfg.users.count + len(getattr(cfg, "servers", None) or [cfg.server]), cfg.steps
     state = base + per_node * (nodes - small) + per_step * (steps - 1)
     p_on = online_fraction(cfg)  # over the user classes (D36)
     think = cfg.requests.think_time.mean()
@@ -177,6 +177,7 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
     from gmm_volunteer.model.events import check_events
     from gmm_volunteer.model.params import build_params
     from gmm_volunteer.policies import make_autoscaler, make_executor, make_scheduler
+    from gmm_volunteer.policies.base import several_servers_refusal
     from gmm_volunteer.policies.guard import PolicyError, guard
 
     bundle = check_run(cfg, source, bundle=bundle, memory=memory, available=available)
@@ -187,6 +188,7 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"{source}: {exc}") from None
+    servers = getattr(cfg, "servers", None) or [cfg.server]
     for kind, make in (("executor", make_executor), ("scheduler", make_scheduler),
                        ("autoscaler", make_autoscaler)):
         try:
@@ -198,4 +200,7 @@ def check_start(cfg, source: str, *, bundle=None, memory: bool = True, available
             raise
         except ValueError as exc:  # a built-in policy refusing its options
             raise ConfigError(f"{source}: {exc}") from None
+        refusal = several_servers_refusal(kind, getattr(cfg, kind), policy, [s.name for s in servers])
+        if refusal:
+            raise ConfigError(f"{source}: {refusal}")
     return bundle

@@ -179,6 +179,11 @@ def check_live(cfg: RunConfig, source: str) -> None:
         problems.append("users.classes: the testbed's volunteers are one device class (docs/model.md D36)")
     if cfg.demand.model_dump() != type(cfg.demand)().model_dump():
         problems.append("demand: time-varying demand has no live implementation")
+    if len(cfg.servers) > 1:
+        problems.append("servers: the testbed runs one dedicated server (docs/model.md D35)")
+    if any(srv.rtt is not None for srv in cfg.servers):
+        problems.append("server.rtt: the testbed does not read it (its links' delay is testbed.link_delay_ms; "
+                        "docs/model.md D35)")
     if cfg.users.count > 64 * 64:
         problems.append(f"users.count: at most {64 * 64} volunteer links fit the subnet")
     if problems:

@@ -11,15 +11,15 @@ from gmm_volunteer.model.params import DONE, EMPTY, IDLE, LOADING, MEMORY, PAUSE
 
 def check_structure(sim: Simulation) -> None:
     S, P = sim.arrays, sim.params
-    V = P.n_nodes
+    V, ns = P.n_nodes, P.n_srv  # nodes 0..ns-1 are the servers (docs/model.md D35)
     online = S.online.astype(bool)
-    assert online[0], "the server is always online"
+    assert online[:ns].all(), "the servers are always online"
     # Online list matches the flags.
     on = set(S.on_list[: S.n_on[0]].tolist())
-    assert on == set(np.flatnonzero(online[1:]) + 1)
+    assert on == set(np.flatnonzero(online[ns:]) + ns)
     # At most one active request per user, only while online; the list matches.
     active = set(S.rq_list[: S.n_rq[0]].tolist())
-    assert active == set(np.flatnonzero(S.rq_type[1:] >= 0) + 1)
+    assert active == set(np.flatnonzero(S.rq_type[ns:] >= 0) + ns)
     assert all(online[i] for i in active)
     # Every started request is either active or logged exactly once.
     n_log = int(S.n_lg[0])
@@ -33,7 +33,7 @@ def check_structure(sim: Simulation) -> None:
     assert np.all(S.lg_time[:n_log] >= S.lg_start[:n_log] - 1)
     # No subtask in an active phase on an offline node; batches consistent with slots.
     sizes = {}
-    for i in range(1, V):
+    for i in range(ns, V):
         for p in range(P.max_slots):
             v = S.ex_node[i, p]
             ph = S.ex_phase[i, p]
@@ -59,13 +59,13 @@ def check_structure(sim: Simulation) -> None:
     assert np.all(S.rd_mb >= -1e-9)
     for j in range(P.n_sub):
         holders = set(S.hd_list[j, : S.hd_n[j]].tolist())
-        expect = set(np.flatnonzero((S.rd_state[1:, j] == READY) & online[1:]) + 1)
+        expect = set(np.flatnonzero((S.rd_state[ns:, j] == READY) & online[ns:]) + ns)
         assert holders == expect
     # Reserved storage is the data of the subtasks ready or downloading, and a node misses
     # n_sub - ready - downloads of them (schedule_downloads bounds from these).
-    present = S.rd_state[1:] != EMPTY
-    np.testing.assert_allclose(S.rd_reserved[1:], present @ P.sub_data_mb, rtol=0, atol=1e-9)
-    assert np.array_equal(P.n_sub - S.rd_nready[1:] - S.nd_ndl[1:], (~present).sum(axis=1))
+    present = S.rd_state[ns:] != EMPTY
+    np.testing.assert_allclose(S.rd_reserved[ns:], present @ P.sub_data_mb, rtol=0, atol=1e-9)
+    assert np.array_equal(P.n_sub - S.rd_nready[ns:] - S.nd_ndl[ns:], (~present).sum(axis=1))
     # Downloads in the pool are exactly the loading/paused readiness cells.
     dls = S.dl_list[: S.n_dl[0]]
     cells = {(int(S.dl_node[d]), int(S.dl_sub[d])) for d in dls}
@@ -91,21 +91,22 @@ def check_after_executor(sim: Simulation, t: int) -> None:
     S = sim.arrays
     batches = S.b_list[: S.n_b[0]]
     runs = [d for d in S.dl_list[: S.n_dl[0]] if S.rd_state[S.dl_node[d], S.dl_sub[d]] == LOADING]
-    for v in [0] + S.on_list[: S.n_on[0]].tolist():
+    ns = sim.params.n_srv
+    for v in list(range(ns)) + S.on_list[: S.n_on[0]].tolist():
         mine = batches[S.b_node[batches] == v]
         active = S.b_cons[mine, MEMORY].sum() + sum(S.dl_cons[d, MEMORY] for d in runs if S.dl_node[d] == v)
         assert active <= S.alloc[v, MEMORY] + 1e-6, f"node {v} memory of what runs {active} > {S.alloc[v, MEMORY]}"
         mem = S.nd_cons[v, MEMORY] if S.nd_tstamp[v] == t else 0.0
         assert mem <= S.alloc[v, MEMORY] + 1e-6 or (mine.size == 0 and not any(S.dl_node[d] == v for d in runs)), \
             f"node {v} memory {mem} > {S.alloc[v, MEMORY]} with consumers left to abort"
-        if v > 0:
+        if v >= ns:
             assert S.rd_used[v] <= S.alloc[v, STORAGE] + 1e-6
 
 
 def check_placements(sim: Simulation) -> None:
     """Unfinished user-node placements sit on online nodes that hold the data."""
     S = sim.arrays
-    for i, p in zip(*np.nonzero(S.ex_node > 0)):
+    for i, p in zip(*np.nonzero(S.ex_node >= sim.params.n_srv)):
         v = S.ex_node[i, p]
         if S.ex_phase[i, p] != DONE:
             j = S.b_sub[S.ex_batch[i, p]]
@@ -118,4 +119,5 @@ def check_scheduler_duties(sim) -> None:
     S, P = sim.arrays, sim.params
     assert S.n_obs[0] == 0, f"{S.n_obs[0]} obsolete requests left uncancelled"
     for i in S.rq_list[: S.n_rq[0]]:
-        assert S.rq_ndone[i] < P.task_nsub[S.rq_type[i]], f"request of user {i} is done but not finished"
+        waits = P.rtt_on and S.rq_due[i] > sim.t  # its servers' results are on their way (D39)
+        assert waits or S.rq_ndone[i] < P.task_nsub[S.rq_type[i]], f"request of user {i} is done but not finished"

@@ -2,27 +2,32 @@
 
 The histories of the online nodes are stored densely, resource by resource: resource r
 owns rows ``P.al_yoff[r] ...`` (p_r + 1 of them) of ``al_y[slot row, node row]`` and
-``P.al_eoff[r] ...`` (q_r + 1) of ``al_e``; node row 0 is the server and 1 + k the user
-at position k of the online list. All node rows share the ring phase: the value of step
-t sits in slot ``t mod (p_r + 1)``, one slot more than the lags read, so that the slot
-written is never one being read. A step of resource r is then a loop over contiguous
+``P.al_eoff[r] ...`` (q_r + 1) of ``al_e``; node rows 0..S-1 are the dedicated
+servers (S = ``P.n_srv``, D35) and S + k the user at position k of the online list.
+All node rows share the ring phase: the value of step t sits in slot
+``t mod (p_r + 1)``, one slot more than the lags read, so that the slot written is
+never one being read. A step of resource r is then a loop over contiguous
 node rows per lag, which the compiler vectorizes and which streams through memory. When
 a user goes offline the last row moves into its place, as the online list does; under
 ``allocation.restart: freeze`` its history is parked per node and restored, rotated to
 the new phase, when it returns.
 
-The server's maximum allocation is state, ``S.srv_cap`` (one value per resource), which
-the control plane changes when an autoscaler scales the server (docs/model.md D17);
-a user's is the parameter ``P.amax[c]`` of its class c (``S.node_class``, D36).
+A server's maximum allocation is state, ``S.srv_cap`` (server s's value of resource r
+at s * N_RES + r), which the control plane changes when an autoscaler scales that server
+(docs/model.md D17, D35); a user's is the parameter ``P.amax[c]`` of its class c
+(``S.node_class``, D36).
 
 Node class c (0 server, 1..C the user classes) has its own fraction mean and sd,
 ``P.al_mean[c]``, ``P.al_sd[c]`` (paper 2.2 allows different server parameters; config
-``server.allocation``, ``users.allocation``, a class's ``allocation``). The server's innovations come from
-``STREAM_SERVER`` and the users' from ``STREAM_ALLOCATION``, so the server's path is the
-same whatever the number of users online, their capacity or the policies. A class whose
-sd is 0 for every resource (``P.al_const[c]``, e.g. the dedicated server by default)
+``server.allocation``, ``users.allocation``, a class's ``allocation``); each server
+has its own, ``P.sv_mean[s]``, ``P.sv_sd[s]`` (row 0 equal to the class row 0). The
+servers' innovations come from ``STREAM_SERVER`` (server by server) and the users' from
+``STREAM_ALLOCATION``, so the servers' paths are the same whatever the number of users
+online, their capacity or the policies. A class or server whose sd is 0 for every
+resource (``P.al_const[c]``, ``P.sv_const[s]``, e.g. a dedicated server by default)
 draws nothing: its allocation is mean x maximum every step and its history rows are
-left alone.
+left alone (unless another server draws: then the servers' rows all run, and the
+constant ones ignore their draws).
 
 Draw order and arithmetic are those of one scalar recursion per node and resource
 (innovations: per stream, nodes in row order, resources inner), so the layout changes
@@ -38,9 +43,25 @@ from gmm_volunteer.model.rng import STREAM_ALLOCATION, STREAM_SERVER, fill_norma
 
 
 @njit(cache=True, inline="always")
-def node_row(S, v):
-    """Row of node v's allocation history (v online, or the server)."""
-    return 0 if v == 0 else S.on_pos[v] + 1
+def node_row(S, P, v):
+    """Row of node v's allocation history (v online, or a server)."""
+    return v if v < P.n_srv else S.on_pos[v] + P.n_srv
+
+
+@njit(cache=True, inline="always")
+def _server_fraction(P, s, r, z):
+    """`_fraction` with server s's own mean and sd (D35)."""
+    frac = P.sv_mean[s, r] + P.sv_sd[s, r] * yeo_johnson_inverse(P.al_zm[r] + P.al_zsd[r] * z, P.al_lam[r])
+    return min(max(frac, 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _servers_constant(P):
+    """Whether no server draws its allocation (each has sd 0)."""
+    for s in range(P.n_srv):
+        if not P.sv_const[s]:
+            return False
+    return True
 
 
 @njit(cache=True, inline="always")
@@ -55,6 +76,12 @@ def _fraction(P, c, r, z):
 def _constant(P, c, r):
     """The fraction of a class that draws nothing (sd 0): its mean, clipped like a draw."""
     return min(max(P.al_mean[c, r], 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _server_constant(P, s, r):
+    """`_constant` of server s (D35)."""
+    return min(max(P.sv_mean[s, r], 0.0), 1.0)
 
 
 @njit(cache=True, inline="always")
@@ -81,12 +108,13 @@ def _draw_row(S, P, row, v, t):
     """One ARMA step of every resource of one row at phase t, written to a_t of v."""
     al_y, al_e, st = S.al_y, S.al_e, S.rng
     cls = S.node_class[v]
-    amax = S.srv_cap if v == 0 else P.amax[cls]
-    if P.al_const[cls]:
+    server = v < P.n_srv
+    amax = S.srv_cap[v * N_RES:(v + 1) * N_RES] if server else P.amax[cls]
+    if (P.sv_const[v] if server else P.al_const[cls]):
         for r in range(N_RES):
-            S.alloc[v, r] = _constant(P, cls, r) * amax[r]
+            S.alloc[v, r] = (_server_constant(P, v, r) if server else _constant(P, cls, r)) * amax[r]
         return
-    stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
+    stream = STREAM_SERVER if server else STREAM_ALLOCATION
     for r in range(N_RES):
         eps = P.al_sigma[r] * normal(st, stream)
         z = eps
@@ -96,7 +124,7 @@ def _draw_row(S, P, row, v, t):
             z += P.al_ma[r, j] * al_e[_e_slot(P, r, t - 1 - j), row]
         al_y[_y_slot(P, r, t), row] = z
         al_e[_e_slot(P, r, t), row] = eps
-        S.alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
+        S.alloc[v, r] = (_server_fraction(P, v, r, z) if server else _fraction(P, cls, r, z)) * amax[r]
 
 
 @kernel
@@ -109,7 +137,7 @@ def allocation_restart(S, P, v, t):
     the arithmetic here costs) and the innovations drawn as one block (the same values,
     in the same order, as one `normal` per draw). Only the last draw's allocation
     remains, so only it is mapped to a fraction."""
-    row = node_row(S, v)
+    row = node_row(S, P, v)
     al_y, al_e = S.al_y, S.al_e
     al_y[:, row] = 0.0
     al_e[:, row] = 0.0
@@ -117,13 +145,14 @@ def allocation_restart(S, P, v, t):
     if nb <= 0:
         return
     cls = S.node_class[v]
-    amax = S.srv_cap if v == 0 else P.amax[cls]
+    server = v < P.n_srv
+    amax = S.srv_cap[v * N_RES:(v + 1) * N_RES] if server else P.amax[cls]
     alloc = S.alloc
-    if P.al_const[cls]:
+    if (P.sv_const[v] if server else P.al_const[cls]):
         for r in range(N_RES):
-            alloc[v, r] = _constant(P, cls, r) * amax[r]
+            alloc[v, r] = (_server_constant(P, v, r) if server else _constant(P, cls, r)) * amax[r]
         return
-    stream = STREAM_SERVER if v == 0 else STREAM_ALLOCATION
+    stream = STREAM_SERVER if server else STREAM_ALLOCATION
     raw = np.empty(nb * N_RES)
     fill_normals(S.rng, stream, raw, nb * N_RES)
     al_p, al_q, al_ar, al_ma, al_sigma = P.al_p, P.al_q, P.al_ar, P.al_ma, P.al_sigma
@@ -143,15 +172,15 @@ def allocation_restart(S, P, v, t):
     tl = t - 1
     for r in range(N_RES):
         z = al_y[al_yoff[r] + tl % (al_p[r] + 1), row]
-        alloc[v, r] = _fraction(P, cls, r, z) * amax[r]
+        alloc[v, r] = (_server_fraction(P, v, r, z) if server else _fraction(P, cls, r, z)) * amax[r]
 
 
 @kernel
 def allocation_leave(S, P, v, t):
     """User v goes offline in step t (before it leaves the online list): park its history
     when histories freeze, then move the last row into its place."""
-    row = node_row(S, v)
-    last = S.n_on[0]  # row of the user at the end of the online list
+    row = node_row(S, P, v)
+    last = S.n_on[0] - 1 + P.n_srv  # row of the user at the end of the online list
     al_y, al_e = S.al_y, S.al_e
     if P.restart == 1:  # parked by lag: lag 0 is step t - 1
         for r in range(N_RES):
@@ -170,7 +199,7 @@ def allocation_enter(S, P, v, t):
     if P.restart == 0:
         allocation_restart(S, P, v, t)
         return
-    row = node_row(S, v)
+    row = node_row(S, P, v)
     for r in range(N_RES):
         for lag in range(P.al_p[r] + 1):
             S.al_y[_y_slot(P, r, t - 1 - lag), row] = S.al_park_y[v, P.al_yoff[r] + lag]
@@ -180,21 +209,22 @@ def allocation_enter(S, P, v, t):
 
 @kernel
 def step_allocations(S, P, t):
-    """Factor a_t for the server and every online user (paper 2.2)."""
-    n = S.n_on[0] + 1
+    """Factor a_t for the servers and every online user (paper 2.2)."""
+    ns = P.n_srv
+    n = S.n_on[0] + ns
     al_y, al_e, raw = S.al_y, S.al_e, S.al_normals
-    # Rows lo..hi-1 run the ARMA: the server's row 0 unless it is constant, the users'
-    # rows 1..n-1 unless every user class is (a constant class among drawing ones
-    # draws too, and ignores its draws).
-    lo = 1 if P.al_const[0] else 0
-    hi = 1 if _users_constant(P) else n
+    # Rows lo..hi-1 run the ARMA: the servers' rows 0..S-1 unless every server is
+    # constant, the users' rows S..n-1 unless every user class is (a constant class or
+    # server among drawing ones draws too, and ignores its draws).
+    lo = ns if _servers_constant(P) else 0
+    hi = ns if _users_constant(P) else n
     # Innovations in the order of one scalar recursion per node (row-major: node, then
-    # resource), each node class from its own stream, drawn as blocks; resource r's
-    # innovation of row k is sigma_r * raw[k * N_RES + r].
+    # resource), servers and users each from their own stream, drawn as blocks;
+    # resource r's innovation of row k is sigma_r * raw[k * N_RES + r].
     if lo == 0:
-        fill_normals(S.rng, STREAM_SERVER, raw, N_RES)
-    if hi > 1:
-        fill_normals(S.rng, STREAM_ALLOCATION, raw[N_RES:], (n - 1) * N_RES)
+        fill_normals(S.rng, STREAM_SERVER, raw, ns * N_RES)
+    if hi > ns:
+        fill_normals(S.rng, STREAM_ALLOCATION, raw[ns * N_RES:], (n - ns) * N_RES)
     for r in range(N_RES):
         sigma = P.al_sigma[r]
         yw, ew = al_y[_y_slot(P, r, t)], al_e[_e_slot(P, r, t)]
@@ -210,23 +240,24 @@ def step_allocations(S, P, t):
             for row in range(lo, hi):
                 yw[row] += c * el[row]
     # a_t: node by node, so that each node's allocation row is written once.
-    # The server's maximum is state (`S.srv_cap`, set by the control plane: D17); the
+    # A server's maximum is state (`S.srv_cap`, set by the control plane: D17); the
     # users' stays the parameter P.amax[c] of their class c.
     alloc, on_list, amax, cap = S.alloc, S.on_list, P.amax, S.srv_cap
     slot = np.empty(N_RES, np.int64)
     for r in range(N_RES):
         slot[r] = _y_slot(P, r, t)
-        if lo == 0:
-            alloc[0, r] = _fraction(P, 0, r, al_y[slot[r], 0]) * cap[r]
-        else:
-            alloc[0, r] = _constant(P, 0, r) * cap[r]
-    if hi > 1:
+        for s in range(ns):
+            if P.sv_const[s]:
+                alloc[s, r] = _server_constant(P, s, r) * cap[s * N_RES + r]
+            else:
+                alloc[s, r] = _server_fraction(P, s, r, al_y[slot[r], s]) * cap[s * N_RES + r]
+    if hi > ns:
         # `_fraction` written out with the parameter arrays bound once (see
         # allocation_restart)
         al_mean, al_sd, al_zm, al_zsd, al_lam = P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam
         al_const, node_class = P.al_const, S.node_class
-        for row in range(1, n):
-            v = on_list[row - 1]
+        for row in range(ns, n):
+            v = on_list[row - ns]
             c = node_class[v]
             if al_const[c]:
                 for r in range(N_RES):
@@ -237,8 +268,8 @@ def step_allocations(S, P, t):
                     al_zm[r] + al_zsd[r] * al_y[slot[r], row], al_lam[r])
                 alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[c, r]
     else:
-        for row in range(1, n):
-            v = on_list[row - 1]
+        for row in range(ns, n):
+            v = on_list[row - ns]
             c = S.node_class[v]
             for r in range(N_RES):
                 alloc[v, r] = _constant(P, c, r) * amax[c, r]

@@ -21,7 +21,9 @@ from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
 from gmm_volunteer.model.kernels.fifo import fifo_share_time, fifo_turn
 from gmm_volunteer.model.kernels.hazard import settle_by_hazard
-from gmm_volunteer.model.kernels.ops import accumulate_download, batch_advance, phase_work, settle_downloads
+from gmm_volunteer.model.kernels.ops import (
+    accumulate_download, batch_advance, count_work, phase_work, server_link_factors, settle_downloads,
+)
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
     BAND_IN,
@@ -98,8 +100,8 @@ def batch_cpu(S, P, v):
     """The CPU node v's batches may use in a step: its allocation, a user's less what
     its own process takes outside executions (`execution.volunteer_overhead_cpu`, D31;
     0 subtracts nothing)."""
-    if v == 0:
-        return S.alloc[0, CPU]
+    if v < P.n_srv:
+        return S.alloc[v, CPU]
     return max(S.alloc[v, CPU] - P.vol_overhead, 0.0)
 
 
@@ -226,7 +228,7 @@ def step_consumption(S, P, t):
     cs_zm, cs_zsd, cs_lam, idw_power, sub_type = P.cs_zm, P.cs_zsd, P.cs_lam, P.idw_power, P.sub_type
     b_h, b_cons, nd_cons, alloc, dl_h, dl_age = S.b_h, S.b_cons, S.nd_cons, S.alloc, S.dl_h, S.dl_age
     nd_tstamp, nd_touched, n_touched = S.nd_tstamp, S.nd_touched, S.n_touched
-    rtt_on, nd_rtt, b_age = P.rtt_on, P.nd_rtt, S.b_age
+    rtt_on, nd_rtt, b_age, b_lead, ns = P.rtt_on, P.nd_rtt, S.b_age, S.b_lead, P.n_srv
     n_b = S.n_b[0]
     at = 0
     for src in range(2):  # 0: the active batches, 1: the running downloads
@@ -316,11 +318,12 @@ def step_consumption(S, P, t):
                     hist[a, eo + (pos & em)] = eps
                 val = arma_value(z, cs_zm[stage, r], cs_zsd[stage, r], cs_lam[stage, r], mean, sd)
                 out[a, r] = val if val > 0.0 else 0.0
-            if rtt_on and v > 0 and stage != EXECUTION:
+            if rtt_on and v >= ns and stage != EXECUTION:
                 # A user's transfer moves no data for the first rtt seconds of its phase (or
-                # of its download), the round trip to the server (D35): of this step, the
-                # part after it. Before the node's shares, so the link goes to those moving.
-                wait = nd_rtt[v] - (b_age[a] if src == 0 else dl_age[a])
+                # of its download), the round trip to its home server (D35): of this step,
+                # the part after it. Before the node's shares, so the link goes to those moving.
+                # (a batch's phase carried into its first step had a lead of it, D26)
+                wait = nd_rtt[v] - (b_age[a] + b_lead[a] if src == 0 else dl_age[a])
                 if wait > 0.0:
                     r = BAND_OUT if src == 0 and stage == UPLOAD else BAND_IN
                     out[a, r] *= 0.0 if wait >= 1.0 else 1.0 - wait
@@ -329,17 +332,17 @@ def step_consumption(S, P, t):
     S.n_dlrun[0] = n_run
     if P.paper_progress:  # phase ends by hazard draws, whole steps charged (D27)
         settle_by_hazard(S, P, t)
-        record_consumption(S, t)
+        record_consumption(S, P, t)
         return
     # Node-level shares: concurrent transfers divide the node's bandwidth; the CPU factor
     # is the node's virtual time (cpu_share_time), the share of a consumer that does not
     # finish inside the step (1 when the node's CPU demand fits: no call needed). Under
     # discipline: fifo (D28) the executing batches run in arrival order and each has its
     # own factor (`b_share`); the node's is that of its other consumers.
-    nd_fac = S.nd_fac
+    nd_fac, home = S.nd_fac, P.nd_home
     fifo = P.fifo > 0
-    u_in = 0.0
-    u_out = 0.0
+    u_in = np.zeros(ns)  # what the users homed at each server ask of its links (D35)
+    u_out = np.zeros(ns)
     for k in range(n_touched[0]):
         v = nd_touched[k]
         for f, r in ((0, BAND_IN), (1, BAND_OUT)):
@@ -350,12 +353,11 @@ def step_consumption(S, P, t):
             nd_fac[v, 2] = fifo_share_time(S, P, v, cap, dem)
         else:
             nd_fac[v, 2] = 1.0 if dem <= cap else cpu_share_time(S, P, v, cap, dem)
-        if v > 0:
-            u_in += nd_cons[v, BAND_IN] * nd_fac[v, 0]
-            u_out += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
-    # User downloads come from the server's outbound link, uploads go to its inbound one.
-    g_in = alloc[0, BAND_OUT] / u_in if u_in > alloc[0, BAND_OUT] else 1.0
-    g_out = alloc[0, BAND_IN] / u_out if u_out > alloc[0, BAND_IN] else 1.0
+        if v >= ns:
+            h = home[v] if ns > 1 else 0  # (one server: no look-up, a cache miss at scale)
+            u_in[h] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out[h] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
+    g_in, g_out = server_link_factors(alloc, u_in, u_out)
     # The node totals of what is used, added as each consumer's use is settled
     # (batches, then downloads, as the samples were).
     for k in range(n_touched[0]):
@@ -374,13 +376,15 @@ def step_consumption(S, P, t):
         demand = b_cons[b, CPU]
         ph = b_phase[b]
         fc = b_share[b] if fifo and ph == EXECUTION else nd_fac[v, 2]  # its CPU factor
-        # `ops.scale_to_shares`: the node's factors, and for a user's transfers the server's
+        # `ops.scale_to_shares`: the node's factors, and for a user's transfers its home
+        # server's
         b_cons[b, BAND_IN] *= nd_fac[v, 0]
         b_cons[b, BAND_OUT] *= nd_fac[v, 1]
         b_cons[b, CPU] *= fc
-        if v > 0:
-            b_cons[b, BAND_IN] *= g_in
-            b_cons[b, BAND_OUT] *= g_out
+        if v >= ns:
+            h = home[v] if ns > 1 else 0
+            b_cons[b, BAND_IN] *= g_in[h]
+            b_cons[b, BAND_OUT] *= g_out[h]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
         # `_remaining`: (1 - done) x the phase's work (`ops.phase_work`)
         j, n = b_sub[b], b_size[b]
@@ -390,7 +394,7 @@ def step_consumption(S, P, t):
             else:
                 top = wk_mean[j, MAX_BATCH_TABLE]
                 wm = top + (top - wk_mean[j, MAX_BATCH_TABLE - 1]) * (n - MAX_BATCH_TABLE)
-            if v > 0:  # the server's row is 1: skipped, as before classes (D36)
+            if v >= ns:  # a server's row is 1: skipped, as before classes (D36)
                 wm *= wk_vol[node_class[v], j]
             work = 100.0 * wm * b_eps[b]
         elif ph == DOWNLOAD:
@@ -408,6 +412,10 @@ def step_consumption(S, P, t):
                 tau = -1.0
             elif ph != EXECUTION:
                 tau = need / b_cons[b, r] if need > 0.0 else 0.0
+                if rtt_on and v >= ns:  # the data moved after the round trip's wait (D35)
+                    w = nd_rtt[v] - b_age[b] - b_lead[b]
+                    if w > 0.0:
+                        tau = w + (1.0 - w) * tau
             elif b_tau[b] >= 0.0:  # set by cpu_share_time on a node short of CPU, or fifo
                 tau = b_tau[b]
             else:
@@ -427,29 +435,44 @@ def step_consumption(S, P, t):
         for r in range(N_CRES):
             nd_cons[v, r] += b_cons[b, r]
     settle_downloads(S, P, g_in, g_out)
-    record_consumption(S, t)
+    record_consumption(S, P, t)
 
 
 @kernel
-def record_consumption(S, t):
+def record_consumption(S, P, t):
     """Record c_t, what the nodes used (`S.nd_cons`), before the executor acts (paper
-    3.2, Fig. 4): server and user totals, and with several user classes the band_in,
-    band_out and CPU of each (D36)."""
+    3.2, Fig. 4): the servers' and the users' totals, with several user classes the
+    band_in, band_out and CPU of each (D36), and with several servers each one's (D35:
+    a server's links carry its home users' transfers)."""
+    ns = P.n_srv
     ucons = np.zeros(N_CRES)
     per_class = S.ser_ccons.shape[0] > 0  # several user classes (D36)
+    per_server = S.ser_svcons.shape[0] > 0  # several servers (D35)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
-        if v > 0:
+        if v >= ns:
             for r in range(N_CRES):
                 ucons[r] += S.nd_cons[v, r]
             if per_class:
                 for r in range(CPU + 1):
                     S.ser_ccons[t, S.node_class[v] - 1, r] += S.nd_cons[v, r]
+            if per_server:
+                S.ser_svcons[t, P.nd_home[v], BAND_IN] += S.nd_cons[v, BAND_OUT]
+                S.ser_svcons[t, P.nd_home[v], BAND_OUT] += S.nd_cons[v, BAND_IN]
     S.ser_scons[t, BAND_IN] = ucons[BAND_OUT]
     S.ser_scons[t, BAND_OUT] = ucons[BAND_IN]
-    S.ser_scons[t, CPU] = S.nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
-    S.ser_scons[t, MEMORY] = S.nd_cons[0, MEMORY] if S.nd_tstamp[0] == t else 0.0
+    for r in (CPU, MEMORY):  # the servers' own, summed from the first
+        S.ser_scons[t, r] = S.nd_cons[0, r] if S.nd_tstamp[0] == t else 0.0
+        for s in range(1, ns):
+            S.ser_scons[t, r] += S.nd_cons[s, r] if S.nd_tstamp[s] == t else 0.0
     S.ser_scons[t, STORAGE] = S.rd_used[0]
+    for s in range(1, ns):
+        S.ser_scons[t, STORAGE] += S.rd_used[s]
+    if per_server:
+        for s in range(ns):
+            for r in (CPU, MEMORY):
+                S.ser_svcons[t, s, r] = S.nd_cons[s, r] if S.nd_tstamp[s] == t else 0.0
+            S.ser_svcons[t, s, STORAGE] = S.rd_used[s]
     for r in range(N_CRES):
         S.ser_ucons[t, r] = ucons[r]
     S.ser_ucons[t, STORAGE] = S.rd_usertotal[0]
@@ -467,7 +490,7 @@ def step_completions(S, P, t):
     # Iterate backwards: a phase change never creates a batch (it transitions in place or
     # merges into one already visited), so a swap-remove only moves visited entries.
     # (Arrays bound once: no pool is replaced inside a step; see step_consumption.)
-    b_list, b_done, b_phase, b_node, b_age, n_b, ser_work = S.b_list, S.b_done, S.b_phase, S.b_node, S.b_age, S.n_b, S.ser_work
+    b_list, b_done, b_phase, b_node, b_age, n_b = S.b_list, S.b_done, S.b_phase, S.b_node, S.b_age, S.n_b
     paper = P.paper_progress
     n0 = n_b[0]
     for k in range(n0 - 1, -1, -1):
@@ -476,7 +499,7 @@ def step_completions(S, P, t):
         b = b_list[k]
         if b_done[b] >= 1.0:
             if b_phase[b] == EXECUTION and not paper:  # paper: charged per step (D27)
-                ser_work[t, 0 if b_node[b] == 0 else 1] += phase_work(S, P, b) / 100.0
+                count_work(S, P, t, b_node[b], phase_work(S, P, b) / 100.0)
             if P.carry_over:
                 carry_phases(S, P, b, t)
             else:
@@ -522,25 +545,42 @@ def carry_phases(S, P, b, t):
             return
         v, ph = S.b_node[b], S.b_phase[b]
         r = CPU if ph == EXECUTION else (BAND_IN if ph == DOWNLOAD else BAND_OUT)
+        wait = 0.0
+        if P.rtt_on and v >= P.n_srv and ph != EXECUTION:
+            # a user's transfer waits its round trip from here, inside the rest of the
+            # step, which it keeps as its lead for the steps after (D35)
+            S.b_lead[b] = rest
+            wait = min(P.nd_rtt[v], rest)
         rate = min(_mean_ask(S, P, b, r), (batch_cpu(S, P, v) if r == CPU else S.alloc[v, r]) - S.nd_cons[v, r])
-        if v > 0 and r == BAND_IN:  # users' downloads come from the server's outbound link
-            rate = min(rate, S.alloc[0, BAND_OUT] - S.ser_scons[t, BAND_OUT])
-        elif v > 0 and r == BAND_OUT:  # and their uploads go to its inbound link
-            rate = min(rate, S.alloc[0, BAND_IN] - S.ser_scons[t, BAND_IN])
+        # users' downloads come from their home server's outbound link, their uploads go
+        # to its inbound one (D35): what it has not carried yet in the step
+        h = P.nd_home[v]
+        per_server = S.ser_svcons.shape[0] > 0
+        if v >= P.n_srv and r == BAND_IN:
+            rate = min(rate, S.alloc[h, BAND_OUT] - (S.ser_svcons[t, h, BAND_OUT] if per_server
+                                                     else S.ser_scons[t, BAND_OUT]))
+        elif v >= P.n_srv and r == BAND_OUT:
+            rate = min(rate, S.alloc[h, BAND_IN] - (S.ser_svcons[t, h, BAND_IN] if per_server
+                                                    else S.ser_scons[t, BAND_IN]))
         if rate <= 0.0:
             return
         if r == CPU and P.fifo and not fifo_turn(S, P, v, b):  # it waits its turn (D28)
             return
         need = phase_work(S, P, b)
-        finished = need <= rate * rest
-        used = need if finished else rate * rest
-        rest = rest - need / rate if finished else 0.0
+        if wait > 0.0:  # the data moves after the wait
+            finished = need <= rate * (rest - wait)
+            used = need if finished else rate * (rest - wait)
+            rest = rest - wait - need / rate if finished else 0.0
+        else:
+            finished = need <= rate * rest
+            used = need if finished else rate * rest
+            rest = rest - need / rate if finished else 0.0
         S.b_done[b] = 1.0 if finished else used / need
         if finished:  # when it ended, for the next phase or the subtask's end time (D34)
             S.b_tau[b] = 1.0 - rest
         # the step's records (as step_consumption keeps them)
         S.nd_cons[v, r] += used
-        if v > 0:
+        if v >= P.n_srv:
             S.ser_ucons[t, r] += used
             if S.ser_ccons.shape[0] > 0:  # several user classes (D36)
                 S.ser_ccons[t, S.node_class[v] - 1, r] += used
@@ -548,11 +588,15 @@ def carry_phases(S, P, b, t):
                 S.ser_scons[t, BAND_OUT] += used
             elif r == BAND_OUT:
                 S.ser_scons[t, BAND_IN] += used
+            if per_server and r != CPU:
+                S.ser_svcons[t, h, BAND_OUT if r == BAND_IN else BAND_IN] += used
         elif r == CPU:
             S.ser_scons[t, CPU] += used
+            if per_server:
+                S.ser_svcons[t, v, CPU] += used
         if r == CPU:
             S.nd_work[v] += used / 100.0
         if not finished:
             return
         if ph == EXECUTION:
-            S.ser_work[t, 0 if v == 0 else 1] += need / 100.0
+            count_work(S, P, t, v, need / 100.0)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.kernels.ops import scale_to_shares, settle_downloads
+from gmm_volunteer.model.kernels.ops import count_work, scale_to_shares, server_link_factors, settle_downloads
 from gmm_volunteer.model.params import BAND_IN, BAND_OUT, CPU, DOWNLOAD, EXECUTION, MAX_BATCH_TABLE, N_CRES
 from gmm_volunteer.model.rng import STREAM_HAZARD, uniform
 
@@ -90,21 +90,23 @@ def settle_by_hazard(S, P, t):
     demand before its share and its active batches (`S.ser_demand`)."""
     alloc, nd_cons, nd_fac = S.alloc, S.nd_cons, S.nd_fac
     S.ser_demand[t, 0] = nd_cons[0, CPU] if S.nd_tstamp[0] == t else 0.0
+    for v in range(1, P.n_srv):  # the servers' total (D35)
+        S.ser_demand[t, 0] += nd_cons[v, CPU] if S.nd_tstamp[v] == t else 0.0
     # Node factors: every consumer of an overcommitted resource gets allocation / demand
     # of what it asked, CPU included (paper 2.2: proportional downscaling).
-    u_in = 0.0
-    u_out = 0.0
+    ns, home = P.n_srv, P.nd_home
+    u_in = np.zeros(ns)  # what the users homed at each server ask of its links (D35)
+    u_out = np.zeros(ns)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
         for f, r in ((0, BAND_IN), (1, BAND_OUT), (2, CPU)):
             c = nd_cons[v, r]
             nd_fac[v, f] = alloc[v, r] / c if c > alloc[v, r] else 1.0
-        if v > 0:
-            u_in += nd_cons[v, BAND_IN] * nd_fac[v, 0]
-            u_out += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
-    # User downloads come from the server's outbound link, uploads go to its inbound one.
-    g_in = alloc[0, BAND_OUT] / u_in if u_in > alloc[0, BAND_OUT] else 1.0
-    g_out = alloc[0, BAND_IN] / u_out if u_out > alloc[0, BAND_IN] else 1.0
+        if v >= ns:
+            h = home[v] if ns > 1 else 0
+            u_in[h] += nd_cons[v, BAND_IN] * nd_fac[v, 0]
+            u_out[h] += nd_cons[v, BAND_OUT] * nd_fac[v, 1]
+    g_in, g_out = server_link_factors(alloc, u_in, u_out)
     for k in range(S.n_touched[0]):
         v = S.nd_touched[k]
         for r in range(N_CRES):
@@ -114,8 +116,8 @@ def settle_by_hazard(S, P, t):
     for k in range(S.n_b[0]):
         b = b_list[k]
         v = b_node[b]
-        scale_to_shares(b_cons, b, v, nd_fac, g_in, g_out)
-        server_batches += v == 0
+        scale_to_shares(b_cons, b, v, nd_fac, g_in, g_out, ns, home)
+        server_batches += v < ns
         h = b_phase[b] - DOWNLOAD
         # the scaled consumption is what the hazard sees: an overcommitted node's batches
         # consume less, and (where the fitted effect is positive) end their phase later
@@ -124,7 +126,7 @@ def settle_by_hazard(S, P, t):
             S.b_done[b] = 1.0
         if b_phase[b] == EXECUTION:  # the CPU-seconds charged to executions in the step
             S.nd_work[v] += b_cons[b, CPU] / 100.0
-            S.ser_work[t, 0 if v == 0 else 1] += b_cons[b, CPU] / 100.0
+            count_work(S, P, t, v, b_cons[b, CPU] / 100.0)
         for r in range(N_CRES):
             nd_cons[v, r] += b_cons[b, r]
     S.ser_demand[t, 1] = server_batches

@@ -36,6 +36,12 @@ from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them 
 
 
 @njit(cache=True, inline="always")
+def is_server(P, v):
+    """Whether node v is a dedicated server (nodes 0..S-1, docs/model.md D35)."""
+    return v < P.n_srv
+
+
+@njit(cache=True, inline="always")
 def count_event(S, t, v, event, n):
     S.ser_ev[t, S.node_class[v], event] += n  # per node class (D36)
 
@@ -101,7 +107,7 @@ def mem_estimate(P, j, n):
 @njit(cache=True, inline="always")
 def work_mean(S, P, v, j, n):
     """Mean CPU-seconds of executing a batch of n subtasks j on node v (linear beyond the
-    table; a volunteer's times its class's volunteer factor, D29, D36; the server's 1)."""
+    table; a volunteer's times its class's volunteer factor, D29, D36; a server's 1)."""
     if n <= MAX_BATCH_TABLE:
         w = P.wk_mean[j, n]
     else:
@@ -197,6 +203,7 @@ def batch_new(S, P, v, j, phase, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_tau[b] = -1.0
+    S.b_lead[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if phase == EXECUTION else 1.0
     h = S.nd_bhead[v]
     S.b_nnext[b] = h
@@ -315,16 +322,24 @@ def release_slot(S, P, i, p, event, t):
 def batch_advance(S, P, b, t):
     """Batch b completed its phase in step t: next phase, or done (paper 2.2, y_t)."""
     v, j, ph, n = S.b_node[b], S.b_sub[b], S.b_phase[b], S.b_size[b]
-    if ph == UPLOAD or (ph == EXECUTION and v == 0):
+    if ph == UPLOAD or (ph == EXECUTION and v < P.n_srv):
         # under latency: substep, when its members' results are in (D34): the moment
         # inside step t, which covers the second before t, at which the work ran out
         end = t - 1.0 + S.b_tau[b] if S.b_tau[b] >= 0.0 else float(t)
         s = S.b_head[b]
+        # a server's result reaches its requester a round trip after it (D39): the
+        # request finishes once the last is in (`actions.finish_ready_requests`)
+        back = P.rtt_on > 0 and v < P.n_srv
         while s >= 0:
             i, p = s // P.max_slots, s % P.max_slots
             S.ex_phase[i, p] = DONE
             if P.substep:  # (ex_tend has one element otherwise)
                 S.ex_tend[i, p] = end
+            if back:  # under latency: substep the result's time is real (D34)
+                due = end + P.sv_rtt[v, i] if P.substep else t + P.sv_rtt[v, i]
+                if P.substep:
+                    S.ex_tend[i, p] = due
+                S.rq_due[i] = max(S.rq_due[i], due)
             S.ex_batch[i, p] = -1
             S.rq_ndone[i] += 1
             S.rq_acc[i] += P.sub_acc[j]
@@ -369,6 +384,7 @@ def batch_advance(S, P, b, t):
     S.b_h[b, :] = 0.0
     S.b_done[b] = 0.0
     S.b_tau[b] = -1.0
+    S.b_lead[b] = 0.0
     S.b_eps[b] = draw_work_factor(S, P, j) if nph == EXECUTION else 1.0
     merge_record(S, P, b, v, j, nph, t)
 
@@ -418,9 +434,9 @@ def _download_end(S, P, d):
 
 
 @kernel
-def _add_storage(S, v, delta):
+def _add_storage(S, P, v, delta):
     S.rd_used[v] += delta
-    if v > 0:
+    if v >= P.n_srv:
         S.rd_usertotal[0] += delta
 
 
@@ -428,7 +444,7 @@ def _add_storage(S, v, delta):
 def download_finish(S, P, d):
     v, j = S.dl_node[d], S.dl_sub[d]
     _download_end(S, P, d)
-    _add_storage(S, v, P.sub_data_mb[j] - S.rd_mb[v, j])
+    _add_storage(S, P, v, P.sub_data_mb[j] - S.rd_mb[v, j])
     S.rd_mb[v, j] = P.sub_data_mb[j]
     S.rd_state[v, j] = READY
     S.rd_nready[v] += 1
@@ -443,7 +459,7 @@ def download_abort(S, P, d):
     if S.rd_state[v, j] == PAUSED:
         S.n_paused[0] -= 1
     _download_end(S, P, d)
-    _add_storage(S, v, -S.rd_mb[v, j])
+    _add_storage(S, P, v, -S.rd_mb[v, j])
     S.rd_mb[v, j] = 0.0
     S.rd_reserved[v] -= P.sub_data_mb[j]
     S.rd_state[v, j] = EMPTY
@@ -452,7 +468,7 @@ def download_abort(S, P, d):
 @kernel
 def evict_ready(S, P, v, j):
     """Remove ready subtask data from node v (executor, storage overflow)."""
-    _add_storage(S, v, -S.rd_mb[v, j])
+    _add_storage(S, P, v, -S.rd_mb[v, j])
     S.rd_mb[v, j] = 0.0
     S.rd_reserved[v] -= P.sub_data_mb[j]
     S.rd_state[v, j] = EMPTY
@@ -471,35 +487,63 @@ def accumulate_download(S, P, d, t):
         download_finish(S, P, d)
     else:
         S.rd_mb[v, j] += delta
-        _add_storage(S, v, delta)
+        _add_storage(S, P, v, delta)
 
 
 @njit(cache=True, inline="always")
-def scale_to_shares(cons, a, v, nd_fac, g_in, g_out):
+def scale_to_shares(cons, a, v, nd_fac, g_in, g_out, n_srv, home):
     """Row a of `cons`, a consumer on node v, scaled to what it is granted (D9): its node's
-    link and CPU factors and, on a user, the server's link factors g_in (the server's
-    outbound link) and g_out (its inbound one)."""
+    link and CPU factors and, on a user, its home server's link factors g_in[s] (the
+    server's outbound link) and g_out[s] (its inbound one), s = home[v] (D35)."""
     cons[a, BAND_IN] *= nd_fac[v, 0]
     cons[a, BAND_OUT] *= nd_fac[v, 1]
     cons[a, CPU] *= nd_fac[v, 2]
-    if v > 0:
-        cons[a, BAND_IN] *= g_in
-        cons[a, BAND_OUT] *= g_out
+    if v >= n_srv:
+        h = home[v] if n_srv > 1 else 0  # (one server: no look-up)
+        cons[a, BAND_IN] *= g_in[h]
+        cons[a, BAND_OUT] *= g_out[h]
+
+
+@njit(cache=True, inline="always")
+def server_link_factors(alloc, u_in, u_out):
+    """Each server's link factors (D9, D35): the users' downloads come from its outbound
+    link, their uploads go to its inbound one; u_in[s], u_out[s] is what the users homed
+    at server s ask of them."""
+    ns = u_in.shape[0]
+    g_in = np.ones(ns)
+    g_out = np.ones(ns)
+    for s in range(ns):
+        if u_in[s] > alloc[s, BAND_OUT]:
+            g_in[s] = alloc[s, BAND_OUT] / u_in[s]
+        if u_out[s] > alloc[s, BAND_IN]:
+            g_out[s] = alloc[s, BAND_IN] / u_out[s]
+    return g_in, g_out
+
+
+@njit(cache=True, inline="always")
+def count_work(S, P, t, v, cpu_s):
+    """CPU-seconds of executions node v finished (or, under progress: paper, was charged)
+    in step t: the servers' or the users' (`ser_work`), and with several servers each
+    one's (`ser_svwork`, D35)."""
+    server = v < P.n_srv
+    S.ser_work[t, 0 if server else 1] += cpu_s
+    if server and S.ser_svwork.shape[0] > 0:
+        S.ser_svwork[t, v] += cpu_s
 
 
 @kernel
 def settle_downloads(S, P, g_in, g_out):
     """What this step's running subtask-data downloads use, under either phase law (D9,
     D27): their samples scaled by their node's link and CPU factors (`S.nd_fac`) and, on
-    users, by the server's link factors g_in (its outbound link) and g_out (its inbound
-    one); a download that completes uses only the missing bytes. Adds each to its node's
+    users, by their home server's link factors g_in[s] (its outbound link) and g_out[s]
+    (its inbound one); a download that completes uses only the missing bytes. Adds each to its node's
     total (`S.nd_cons`), in the order of `S.dl_run`."""
     dl_run, dl_node, dl_sub, dl_cons, nd_fac, nd_cons = S.dl_run, S.dl_node, S.dl_sub, S.dl_cons, S.nd_fac, S.nd_cons
-    sub_data_mb, rd_mb = P.sub_data_mb, S.rd_mb
+    sub_data_mb, rd_mb, n_srv, home = P.sub_data_mb, S.rd_mb, P.n_srv, P.nd_home
     for k in range(S.n_dlrun[0]):
         d = dl_run[k]
         v = dl_node[d]
-        scale_to_shares(dl_cons, d, v, nd_fac, g_in, g_out)
+        scale_to_shares(dl_cons, d, v, nd_fac, g_in, g_out, n_srv, home)
         missing = 8.0 * (sub_data_mb[dl_sub[d]] - rd_mb[v, dl_sub[d]])
         if dl_cons[d, BAND_IN] > missing:
             dl_cons[d, BAND_IN] = missing

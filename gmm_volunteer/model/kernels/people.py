@@ -3,14 +3,16 @@
 Both are semi-Markov: the discrete-time hazard S(d)/S(d-1) is sampled as a whole
 duration when a state is entered (`laws.discrete_duration`, same law) and the end is a
 timed event in a heap. Draws are keyed by (user, counter) so that the n-th online period
-and the n-th request of a user are the same whatever the policy did. A state that never
+and the n-th request of a user are the same whatever the policy did; the key is the
+user's number, node v - S + 1 of S servers (`user_number`), so that they are also the
+same whatever the number of servers (docs/model.md D35). A state that never
 ends (`laws.MAX_DURATION` steps, e.g. the config law `never`) gets no timer at all: it
 could not fire in a run, and never-ending patience would otherwise leave one stale timer
 per request in the heap.
 """
 
 import numpy as np
-
+from numba import njit
 
 from gmm_volunteer.model.kernels.jit import kernel
 from gmm_volunteer.model.kernels.allocation import allocation_enter, allocation_leave
@@ -39,6 +41,12 @@ from gmm_volunteer.model.rng import (
 from gmm_volunteer.model.laws import MAX_DURATION, discrete_duration
 
 
+@njit(cache=True, inline="always")
+def user_number(P, v):
+    """User i of node v = S - 1 + i (S = P.n_srv servers, D35): what user draws are keyed by."""
+    return v - P.n_srv + 1
+
+
 @kernel
 def keyed_duration(key, component, law, entity, counter):
     u1 = keyed_uniform(key, component, entity, counter, 0)
@@ -55,7 +63,7 @@ def start_think(S, P, i, t):
     S.rq_since[i] = t
     n = S.rq_nthink[i]
     S.rq_nthink[i] = n + 1
-    d = keyed_duration(S.key[0], KEY_THINK, P.think_law, i, n)
+    d = keyed_duration(S.key[0], KEY_THINK, P.think_law, user_number(P, i), n)
     if S.dm_on[0]:  # time-varying request rate: the same draw, time-changed (D18)
         d = warp(S.dm_cum, t, d)
     S.rq_tok[i] += 1
@@ -109,7 +117,7 @@ def clear_slots(S, P, i, t):
 def _start_request(S, P, i, t):
     n = S.rq_count[i]
     S.rq_count[i] = n + 1
-    u = keyed_uniform(S.key[0], KEY_REQUEST_TYPE, i, n, 0)
+    u = keyed_uniform(S.key[0], KEY_REQUEST_TYPE, user_number(P, i), n, 0)
     k = 0
     while k < P.n_task - 1 and u > P.type_cum[k]:
         k += 1
@@ -119,8 +127,10 @@ def _start_request(S, P, i, t):
     S.rq_since[i] = t
     S.rq_ndone[i] = 0
     S.rq_acc[i] = 0.0
+    if P.rtt_on:  # no server result on its way yet (D39)
+        S.rq_due[i] = 0.0
     list_add(S.rq_list, S.rq_pos, S.n_rq, i)
-    d = keyed_duration(S.key[0], KEY_PATIENCE, P.patience_law, i, n)
+    d = keyed_duration(S.key[0], KEY_PATIENCE, P.patience_law, user_number(P, i), n)
     S.rq_tok[i] += 1
     if d < MAX_DURATION:  # unbounded patience: the request cannot be abandoned
         heap_push(S.rh_t, S.rh_v, S.rh_tok, S.rh_n, t + d, i, S.rq_tok[i])
@@ -192,10 +202,10 @@ def step_availability(S, P, t):
             else:
                 go_online(S, P, i, t)
         if going_off:
-            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law[S.node_class[i]], i, n)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.off_law[S.node_class[i]], user_number(P, i), n)
             if S.dm_on[1]:  # time-varying rate of coming online (D18)
                 d = warp(S.dm_cum, t, d)
         else:
-            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law[S.node_class[i]], i, n)
+            d = keyed_duration(S.key[0], KEY_AVAILABILITY, P.on_law[S.node_class[i]], user_number(P, i), n)
         if d < MAX_DURATION:
             heap_push(S.ah_t, S.ah_v, S.ah_t, S.ah_n, t + d, i, t + d)

@@ -27,8 +27,13 @@ def dynamics_step(S, P, t):
     step_allocations(S, P, t)
     if S.ev_n[0] > 0:  # scripted overload (D25)
         overload_allocations(S)
-    for r in range(S.alloc.shape[1]):
+    for r in range(S.alloc.shape[1]):  # the servers' total, and each one's when several (D35)
         S.ser_salloc[t, r] = S.alloc[0, r]
+        for v in range(1, P.n_srv):
+            S.ser_salloc[t, r] += S.alloc[v, r]
+        if S.ser_svalloc.shape[0] > 0:
+            for v in range(P.n_srv):
+                S.ser_svalloc[t, v, r] = S.alloc[v, r]
     step_consumption(S, P, t)
     step_completions(S, P, t)
 

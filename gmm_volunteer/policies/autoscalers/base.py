@@ -78,6 +78,9 @@ class Autoscaler(_KernelPolicy):
 
     _HOOKS: ClassVar[tuple[str, ...]] = ()
     scales: ClassVar[bool] = True
+    # It decides on observations of the server it scales (`autoscaler_options.server`),
+    # which the control plane takes from that server's own series (D35).
+    several_servers: ClassVar[bool] = True
 
     def desired(self, obs, units: int, t: int) -> int:
         """Units wanted at step `t`, given the latest visible observation `obs` (None

@@ -45,7 +45,14 @@ class ControlPlane:
     def __init__(self, autoscaler, cfg, params):
         self.autoscaler = autoscaler
         self.base = np.asarray(cfg.base_profile.as_array(), np.float64)
-        self.fixed_capacity = np.array(params.amax[0], np.float64)  # server.capacity x base
+        # The server it scales (D35): `autoscaler_options.server`, the first by default
+        # (a bare namespace with one `server` has only that).
+        name = getattr(getattr(autoscaler, "options", None), "server", None)
+        names = cfg.server_names() if hasattr(cfg, "server_names") else [None]
+        self.server = names.index(name) if name in names else 0
+        maxima = getattr(params, "sv_amax", None)  # each server's (D35); a namespace may give amax only
+        self.fixed_capacity = np.array(params.amax[0] if maxima is None else maxima[self.server],
+                                       np.float64)  # capacity x base
         self.scales = bool(getattr(autoscaler, "scales", False))
         self.actions: list[tuple[int, int, int, int]] = []
         self._changes: list[tuple[int, int]] = []  # (step, units in effect from then)
@@ -74,15 +81,20 @@ class ControlPlane:
     def capacity_of(self, units: int) -> np.ndarray:
         return self.base * (units * self.o.unit)
 
+    def _cap(self, arrays) -> np.ndarray:
+        """The scaled server's maximum allocation in the state (a view)."""
+        n = self.base.size
+        return arrays.srv_cap[self.server * n:(self.server + 1) * n]
+
     def start(self, arrays) -> None:
         """Set the initial capacity (before the state is initialized)."""
         if self.scales:
-            arrays.srv_cap[:] = self.capacity_of(self.units)
+            self._cap(arrays)[:] = self.capacity_of(self.units)
             self.monitor.start(arrays)
 
     def _set_units(self, arrays, units: int, t: int) -> None:
         self.units = int(units)
-        arrays.srv_cap[:] = self.capacity_of(self.units)
+        self._cap(arrays)[:] = self.capacity_of(self.units)
         self._changes.append((t, self.units))
 
     # -- acting -----------------------------------------------------------------------
@@ -93,7 +105,7 @@ class ControlPlane:
             return
         o = self.o
         if self.monitor.due(t):
-            self.monitor.scrape(arrays, t, self.units)
+            self.monitor.scrape(arrays, t, self.units, self.server)
         if t > 0 and t % o.period == 0:
             obs = self.monitor.visible(t)
             raw = self.autoscaler.desired(obs, self.target, t)
@@ -183,7 +195,8 @@ class ControlPlane:
     # -- record -----------------------------------------------------------------------
 
     def capacity_series(self, steps: int) -> np.ndarray:
-        """(steps, N_RES) float32: the server's maximum allocation in effect per step."""
+        """(steps, N_RES) float32: the scaled server's maximum allocation in effect per step
+        (the first server's when nothing scales)."""
         if not self.scales:
             return np.broadcast_to(self.fixed_capacity.astype(np.float32), (steps, self.base.size)).copy()
         units = self.units_series(steps)

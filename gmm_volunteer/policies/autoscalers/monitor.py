@@ -80,7 +80,10 @@ class Monitor:
     def due(self, t: int) -> bool:
         return t > 0 and t % self.period == 0
 
-    def scrape(self, arrays, t: int, units: int) -> Observation:
+    def scrape(self, arrays, t: int, units: int, server: int = 0) -> Observation:
+        """The observation of step t: the requests of the window (all of them, wherever
+        they ran) and the utilization and work of the scaled `server` (its own with
+        several servers, D35)."""
         n = int(arrays.n_lg[0])
         if n > self._seen:
             sl = slice(self._seen, n)
@@ -108,8 +111,10 @@ class Monitor:
         arrivals = arrived - self._arrived
         self._arrived = arrived
         a = max(0, t - self.period)
-        cons = arrays.ser_scons[a:t].astype(np.float64)
-        alloc = arrays.ser_salloc[a:t].astype(np.float64)
+        several = getattr(arrays, "ser_svcons", np.zeros(0)).shape[0] > 0
+        cons = (arrays.ser_svcons[a:t, server] if several else arrays.ser_scons[a:t]).astype(np.float64)
+        alloc = (arrays.ser_svalloc[a:t, server] if several else arrays.ser_salloc[a:t]).astype(np.float64)
+        work = arrays.ser_svwork[a:t, server] if several else arrays.ser_work[a:t, 0]
         ok = alloc > 0
         count = ok.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -119,7 +124,7 @@ class Monitor:
             time=t, visible_at=t + self.lag, period=t - a, arrivals=arrivals,
             arrival_rate=arrivals / max(1, t - a), latency=latency, n_completed=int(done.size),
             abandoned=abandoned, utilization=np.asarray(utilization, np.float64),
-            server_work=float(arrays.ser_work[a:t, 0].astype(np.float64).sum()), units=units,
+            server_work=float(work.astype(np.float64).sum()), units=units,
             server_starts=int(arrays.ser_ev[a:t, 0, EV_START].sum()), starts=int(arrays.ser_ev[a:t, :, EV_START].sum()),
         )
         self._pending.append(obs)
