@@ -212,3 +212,15 @@ def test_a_simulation_refuses_a_policy_that_does_not_choose_among_servers():
     cfg = config_from_dict({"seed": 1, "steps": 5, "users": {"count": 10}, "servers": TWO, "scheduler": "jsq"})
     with pytest.raises(ValueError, match="scheduler: 'jsq' chooses between one dedicated server"):
         Simulation(cfg)
+
+
+@pytest.mark.parametrize("autoscaler", ["la_imr", "capacity_rule"])
+def test_an_autoscaler_counting_routed_load_refuses_several_servers(autoscaler):
+    """`load: routed` (D41) counts the subtasks started on every server, so with two
+    servers it is refused naming the option; `load: all` reads no placement and runs."""
+    base = {"seed": 1, "steps": 5, "users": {"count": 10}, "servers": TWO, "autoscaler": autoscaler,
+            "autoscaler_options": {"server": "cloud"}}
+    with pytest.raises(ValueError, match=f"autoscaler: '{autoscaler}' with `load: routed`"):
+        Simulation(config_from_dict(base))
+    base["autoscaler_options"] = {"server": "cloud", "load": "all"}
+    Simulation(config_from_dict(base)).run()

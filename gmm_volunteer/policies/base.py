@@ -81,6 +81,9 @@ def several_servers_refusal(kind: str, name: str, policy, servers: list[str]) ->
     chooses among them (`several_servers`, docs/model.md D40)."""
     if len(servers) <= 1 or getattr(policy, "several_servers", False):
         return None
+    reason = getattr(policy, "several_servers_reason", None)
+    if reason:
+        return f"{kind}: {name!r} {reason} (servers: {', '.join(servers)}; docs/model.md D40)"
     return (f"{kind}: {name!r} chooses between one dedicated server and the volunteers; it does not "
             f"run a config with several servers (servers: {', '.join(servers)}; docs/model.md D40). Use "
             f"one server, or a {kind} that handles several (docs/policies.md)")

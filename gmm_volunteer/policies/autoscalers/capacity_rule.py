@@ -81,6 +81,16 @@ class EstimatingAutoscaler(Autoscaler):
     and la_imr. A scrape is known by its step (`Observation.time`), so the estimates are
     plain numbers a checkpoint holds (docs/policies.md, "Checkpoints")."""
 
+    @property
+    def several_servers(self) -> bool:
+        """`load: routed` counts the subtasks started on every server (the stores' server
+        node class), not on the one this autoscaler scales, so it refuses several servers
+        (docs/model.md D40, D41); `load: all` does not read where subtasks ran."""
+        return self.options.load == "all"
+
+    several_servers_reason = ("with `load: routed` counts the subtasks started on every server, not on "
+                              "the one it scales; set autoscaler_options.load: all, or use one server")
+
     def reset_state(self) -> None:
         self.lam = Ewma(self.options.ewma)
         self.work = WorkPerRequest(self.options.load == "routed")
