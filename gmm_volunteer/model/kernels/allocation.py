@@ -251,25 +251,19 @@ def step_allocations(S, P, t):
                 alloc[s, r] = _server_constant(P, s, r) * cap[s * N_RES + r]
             else:
                 alloc[s, r] = _server_fraction(P, s, r, al_y[slot[r], s]) * cap[s * N_RES + r]
-    if hi > ns:
-        # `_fraction` written out with the parameter arrays bound once (see
-        # allocation_restart)
-        al_mean, al_sd, al_zm, al_zsd, al_lam = P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam
-        al_const, node_class = P.al_const, S.node_class
-        for row in range(ns, n):
-            v = on_list[row - ns]
-            c = node_class[v]
-            if al_const[c]:
-                for r in range(N_RES):
-                    alloc[v, r] = _constant(P, c, r) * amax[c, r]
-                continue
-            for r in range(N_RES):
-                frac = al_mean[c, r] + al_sd[c, r] * yeo_johnson_inverse(
-                    al_zm[r] + al_zsd[r] * al_y[slot[r], row], al_lam[r])
-                alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[c, r]
-    else:
-        for row in range(ns, n):
-            v = on_list[row - ns]
-            c = S.node_class[v]
+    # The users: a constant class's allocation is mean x maximum (all of them when no
+    # class draws, hi == ns); `_fraction` written out with the parameter arrays bound
+    # once (see allocation_restart)
+    al_mean, al_sd, al_zm, al_zsd, al_lam = P.al_mean, P.al_sd, P.al_zm, P.al_zsd, P.al_lam
+    al_const, node_class = P.al_const, S.node_class
+    for row in range(ns, n):
+        v = on_list[row - ns]
+        c = node_class[v]
+        if al_const[c]:
             for r in range(N_RES):
                 alloc[v, r] = _constant(P, c, r) * amax[c, r]
+            continue
+        for r in range(N_RES):
+            frac = al_mean[c, r] + al_sd[c, r] * yeo_johnson_inverse(
+                al_zm[r] + al_zsd[r] * al_y[slot[r], row], al_lam[r])
+            alloc[v, r] = min(max(frac, 0.0), 1.0) * amax[c, r]
