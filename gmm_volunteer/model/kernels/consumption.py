@@ -22,7 +22,8 @@ from gmm_volunteer.model.kernels.arma import arma_value, idw_weights
 from gmm_volunteer.model.kernels.fifo import fifo_share_time, fifo_turn
 from gmm_volunteer.model.kernels.hazard import settle_by_hazard
 from gmm_volunteer.model.kernels.ops import (
-    accumulate_download, batch_advance, count_work, phase_work, server_link_factors, settle_downloads,
+    accumulate_download, batch_advance, count_work, phase_end_wanted, phase_work, server_link_factors,
+    settle_downloads,
 )
 from gmm_volunteer.model.rng import STREAM_CONSUMPTION, fill_normals
 from gmm_volunteer.model.params import (
@@ -130,7 +131,7 @@ def cpu_share_time(S, P, v, capacity, demand):
         b = S.b_nnext[b]
     if n == 1:
         u1 = _remaining(S, P, first) / S.b_cons[first, CPU]
-        if P.carry_over or P.substep:  # when in the step it finishes, if it does (D26, D34)
+        if phase_end_wanted(P):  # when in the step it finishes, if it does (D26, D34)
             f1 = u1 / min(1.0, capacity / demand)
             if f1 < 1.0:
                 S.b_tau[first] = f1
@@ -141,7 +142,7 @@ def cpu_share_time(S, P, v, capacity, demand):
     # processor sharing) most are far from done and the sort stays short.
     u = np.empty(n)
     d = np.empty(n)
-    timed = P.carry_over or P.substep
+    timed = phase_end_wanted(P)
     ids = np.empty(n if timed else 0, np.int64)  # finishing batches' ids, for b_tau
     n = 0
     n_far = 0
@@ -366,7 +367,7 @@ def step_consumption(S, P, t):
             nd_cons[v, r] = 0.0
     b_done, b_eps, nd_work, wk_mean, wk_vol = S.b_done, S.b_eps, S.nd_work, P.wk_mean, P.wk_vol
     b_tau, carry, b_share, node_class = S.b_tau, P.carry_over, S.b_share, S.node_class
-    timed = carry or P.substep  # when in the step a phase ends is wanted (D26, D34)
+    timed = phase_end_wanted(P)
     sub_in_mb, sub_out_mb = P.sub_in_mb, P.sub_out_mb
     for k in range(n_b):
         b = b_list[k]

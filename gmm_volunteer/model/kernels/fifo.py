@@ -14,7 +14,7 @@ share the CPU proportionally with the batches that run, as under processor shari
 import numpy as np
 
 from gmm_volunteer.model.kernels.jit import kernel
-from gmm_volunteer.model.kernels.ops import phase_work
+from gmm_volunteer.model.kernels.ops import phase_end_wanted, phase_work
 from gmm_volunteer.model.params import CPU, EXECUTION
 
 
@@ -96,7 +96,7 @@ def fifo_share_time(S, P, v, capacity, demand):
         b = ids[i]
         b_share[b] = work[i] / b_cons[b, CPU]  # finished: its remaining work, exactly
         got[i] = -1.0  # settled
-        if P.carry_over or P.substep:
+        if phase_end_wanted(P):
             b_tau[b] = elapsed
         if nxt < n:  # the next in the queue takes its place for the rest of the step
             run[first] = order[nxt]

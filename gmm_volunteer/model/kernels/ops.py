@@ -36,9 +36,11 @@ from gmm_volunteer.model.constants import (  # noqa: F401  (kernels import them 
 
 
 @njit(cache=True, inline="always")
-def is_server(P, v):
-    """Whether node v is a dedicated server (nodes 0..S-1, docs/model.md D35)."""
-    return v < P.n_srv
+def phase_end_wanted(P):
+    """Whether the kernels record when inside a step a phase's work ran out: for the next
+    phase to use the rest of the step (`phase_changes: carry_over`, D26) or for sub-step
+    end times (`latency: substep`, D34)."""
+    return P.carry_over or P.substep
 
 
 @njit(cache=True, inline="always")
