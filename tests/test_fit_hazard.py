@@ -216,7 +216,7 @@ KNOWN_FAILURES = {
 
 
 @pytest.mark.parametrize("name", ["default", "paper-scale"])
-def test_shipped_execution_hazards_pass_their_checks(name):
+def test_shipped_execution_hazards_pass_their_checks_but_the_listed_cells(name):
     """docs/model.md D32, D38, issue 48: every measured cell within max(0.5 step, 15 %) (but
     the failures listed above), every batch up to 64 ends, mean steps never fall as the
     batch grows (to 128, beyond the data) or as the CPU is halved and quartered."""
